@@ -1,0 +1,319 @@
+// crescent — zbuf: the refcounted hugepage slab (Luna §6.1).
+//
+// One arena per process reserves hugepage memory and cuts it into 2 MiB-aligned
+// memory zones. Each zone holds objs of one size class:
+//
+//   zone base (2 MiB aligned)
+//   +-------------+----------------------------+--------+--------+-----+
+//   | ZoneHeader  | ObjCtx[obj_count]          | obj 0  | obj 1  | ... |
+//   +-------------+----------------------------+--------+--------+-----+
+//                                              ^ base + obj_offset
+//
+// From any address inside any obj, everything is arithmetic: the zone is the
+// address rounded down to 2 MiB, the obj index is (addr - first obj) / obj size,
+// the refcount is ctx[index], the IOVA is zone IOVA + (addr - zone base).
+//
+// Ownership: a `Zbuf` owns one reference to an obj; a `Slice` is a Zbuf plus an
+// (offset, length) window. Both are move-only; `share()` takes another
+// reference explicitly so that every copy of ownership shows in the code.
+//
+// Threads: each engine thread registers as a core (`CoreScope`). Zones are owned
+// by one core; allocation and frees on the owning core touch no atomics and no
+// locks. A free from another core travels back through the owner's bounded
+// return ring.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace crescent::zbuf {
+
+inline constexpr unsigned kZoneShift = 21;
+inline constexpr size_t kZoneSize = size_t{1} << kZoneShift;
+inline constexpr uint64_t kZoneMagic = 0x7a6275665a4f4e45ull; // "zbufZONE"
+inline constexpr uint64_t kBadIova = ~uint64_t{0};
+inline constexpr unsigned kMaxCores = 64;
+inline constexpr unsigned kNoCore = 0xffff;
+
+// Per-obj context, in an array right after the zone header.
+struct ObjCtx {
+    std::atomic<uint32_t> refcnt; // 0 = free
+    uint16_t owner_hint;          // core that last allocated the obj
+    uint16_t flags;
+    uint64_t meta;                // integration metadata (e.g. the rte_mbuf of a pool obj)
+};
+static_assert(sizeof(ObjCtx) == 16);
+
+enum class ZoneKind : uint8_t {
+    Slab,    // objs come and go through the zone's free list
+    Mempool, // objs belong to an rte_mempool; the last unref calls `release`
+};
+
+struct ZoneHeader;
+using ReleaseFn = void (*)(ZoneHeader* zone, uint32_t obj_index);
+
+struct alignas(64) ZoneHeader {
+    uint64_t magic;       // kZoneMagic while the zone is live
+    uint64_t iova;        // IOVA of the zone base (kBadIova if unknown)
+    uint32_t obj_size;    // bytes per obj
+    uint32_t obj_count;   // objs in this zone
+    uint32_t obj_offset;  // from zone base to obj 0 (64-byte aligned)
+    uint32_t obj_shift;   // log2(obj_size) when a power of two, else 0
+    uint32_t div_magic;   // (2^32 + obj_size - 1) / obj_size, for non-power-of-two sizes
+    uint16_t size_class;  // index into the arena's size classes
+    uint16_t owner_core;  // the only core that pops/pushes this zone's free list
+    ZoneKind kind;
+    uint8_t pad_[3];
+    ReleaseFn release;    // Mempool zones: returns an obj to its pool
+    void* release_arg;
+    // Free list (owner core only): a stack of obj indices.
+    uint32_t free_top;    // number of entries in free_stack
+    uint32_t* free_stack; // obj_count entries, lives in the zone's reserved area
+    uint32_t live;        // objs with refcnt > 0 (owner view)
+    uint32_t zone_index;  // position in the arena
+
+    ObjCtx* ctx() { return reinterpret_cast<ObjCtx*>(this + 1); }
+    std::byte* base() { return reinterpret_cast<std::byte*>(this); }
+    std::byte* obj(uint32_t i) { return base() + obj_offset + size_t(i) * obj_size; }
+
+    uint32_t index_of(const void* p) const {
+        uint32_t off = uint32_t(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(this)) - obj_offset;
+        if (obj_shift != 0) return off >> obj_shift;
+        return uint32_t((uint64_t(off) * div_magic) >> 32);
+    }
+};
+
+// --- O(1) arithmetic from any pointer inside an obj -------------------------
+
+namespace detail {
+struct Region {
+    uintptr_t base = 0; // first zone, 2 MiB aligned
+    uintptr_t end = 0;
+};
+extern Region g_region; // the live arena's address range (one arena per process)
+void bad_pointer(const void* p, const char* what); // [[noreturn]] diagnostic
+void unref_slow(ZoneHeader* z, uint32_t idx, ObjCtx& c);
+} // namespace detail
+
+inline bool contains(const void* p) {
+    auto a = reinterpret_cast<uintptr_t>(p);
+    return a - detail::g_region.base < detail::g_region.end - detail::g_region.base;
+}
+
+inline ZoneHeader* zone_of(const void* p) {
+    return reinterpret_cast<ZoneHeader*>(reinterpret_cast<uintptr_t>(p) & ~(kZoneSize - 1));
+}
+
+// Pointer to the first byte of the obj that contains `p`.
+inline std::byte* obj_base(const void* p) {
+    ZoneHeader* z = zone_of(p);
+    return z->obj(z->index_of(p));
+}
+
+inline ObjCtx& ctx_of(const void* p) {
+    ZoneHeader* z = zone_of(p);
+    return z->ctx()[z->index_of(p)];
+}
+
+inline size_t obj_size(const void* p) { return zone_of(p)->obj_size; }
+
+inline uint64_t iova(const void* p) {
+    ZoneHeader* z = zone_of(p);
+    return z->iova + (reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(z));
+}
+
+inline uint32_t refcount(const void* p) { return ctx_of(p).refcnt.load(std::memory_order_relaxed); }
+
+// Take one more reference on the obj containing p.
+void ref(const void* p);
+// Drop one reference on the obj containing p; at zero the obj is freed
+// (back to its zone free list, its owner's return ring, or its mempool).
+void unref(const void* p);
+
+// --- owning handles ---------------------------------------------------------
+
+// Owns one reference to an obj, or nothing. Move-only.
+class Zbuf {
+public:
+    Zbuf() = default;
+    Zbuf(const Zbuf&) = delete;
+    Zbuf& operator=(const Zbuf&) = delete;
+    Zbuf(Zbuf&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+    Zbuf& operator=(Zbuf&& o) noexcept {
+        if (this != &o) { reset(); p_ = std::exchange(o.p_, nullptr); }
+        return *this;
+    }
+    ~Zbuf() { reset(); }
+
+    // Take over a reference the caller already holds on the obj containing p.
+    static Zbuf adopt(void* p) { return Zbuf(obj_base(p)); }
+    // Take a new reference on the obj containing p.
+    static Zbuf share_of(const void* p) { ref(p); return Zbuf(obj_base(p)); }
+
+    Zbuf share() const { ref(p_); return Zbuf(p_); }
+    void reset() { if (p_) { unref(p_); p_ = nullptr; } }
+    // Give up ownership without dropping the reference (the caller now owns it).
+    std::byte* release() { return std::exchange(p_, nullptr); }
+
+    explicit operator bool() const { return p_ != nullptr; }
+    std::byte* data() const { return p_; }
+    size_t capacity() const { return p_ ? obj_size(p_) : 0; }
+    uint64_t iova() const { return zbuf::iova(p_); }
+    std::span<std::byte> bytes() const { return {p_, capacity()}; }
+
+private:
+    explicit Zbuf(std::byte* p) : p_(p) {}
+    std::byte* p_ = nullptr;
+};
+
+// A window [offset, offset+length) of an obj, owning one reference. Move-only.
+class Slice {
+public:
+    Slice() = default;
+    Slice(Zbuf buf, size_t offset, size_t length)
+        : buf_(std::move(buf)), off_(uint32_t(offset)), len_(uint32_t(length)) {}
+    explicit Slice(Zbuf buf) : buf_(std::move(buf)), off_(0), len_(uint32_t(buf_.capacity())) {}
+    // New reference on the obj containing [p, p+len) (which must lie in one obj).
+    static Slice share_of(const void* p, size_t len) {
+        Zbuf z = Zbuf::share_of(p);
+        size_t off = size_t(static_cast<const std::byte*>(p) - z.data());
+        return Slice(std::move(z), off, len);
+    }
+
+    Slice(Slice&&) noexcept = default;
+    Slice& operator=(Slice&&) noexcept = default;
+
+    Slice share() const { return Slice(buf_.share(), off_, len_); }
+    // A new reference to [off, off+len) of this slice.
+    Slice sub(size_t off, size_t len) const { return Slice(buf_.share(), off_ + off, len); }
+
+    std::byte* data() const { return buf_.data() + off_; }
+    size_t size() const { return len_; }
+    bool empty() const { return len_ == 0; }
+    explicit operator bool() const { return bool(buf_); }
+    uint64_t iova() const { return buf_.iova() + off_; }
+    std::span<std::byte> bytes() const { return {data(), len_}; }
+    const Zbuf& buf() const { return buf_; }
+    size_t offset() const { return off_; }
+
+    void remove_prefix(size_t n) { off_ += uint32_t(n); len_ -= uint32_t(n); }
+    void remove_suffix(size_t n) { len_ -= uint32_t(n); }
+    // Grow the window to the right, up to the obj's capacity (for writers).
+    void set_size(size_t n) { len_ = uint32_t(n); }
+    void reset() { buf_.reset(); off_ = len_ = 0; }
+
+private:
+    Zbuf buf_;
+    uint32_t off_ = 0;
+    uint32_t len_ = 0;
+};
+
+// --- the arena --------------------------------------------------------------
+
+enum class Backing : uint8_t {
+    Auto,      // hugetlb mmap, falling back to anonymous memory (logged)
+    Hugetlb,   // mmap(MAP_HUGETLB) only; fail if no hugepages
+    Anonymous, // plain anonymous memory (tests without hugepages; IOVA = VA)
+    External,  // memory supplied by the caller (e.g. a DPDK memzone)
+};
+
+struct Config {
+    std::vector<uint32_t> size_classes{2048, 4096, 16384, 65536};
+    size_t bytes = 64u << 20;        // total, rounded up to whole zones
+    Backing backing = Backing::Auto;
+    uint32_t return_ring_size = 4096; // per core, power of two
+};
+
+// Memory supplied by the caller: `len` bytes at `va` (2 MiB aligned), with an
+// IOVA per zone given by `iova_of(zone_va)`.
+struct ExternalMemory {
+    void* va = nullptr;
+    size_t len = 0;
+    uint64_t (*iova_of)(const void* zone_va, void* arg) = nullptr;
+    void* arg = nullptr;
+    void (*free)(void* arg) = nullptr; // called when the arena is destroyed
+};
+
+struct ClassStats {
+    uint32_t obj_size = 0;
+    uint64_t zones = 0;
+    uint64_t capacity = 0;      // objs in all zones of this class
+    uint64_t live = 0;          // allocated now
+    uint64_t high_water = 0;
+    uint64_t alloc_failed = 0;
+    uint64_t live_per_core[kMaxCores] = {};
+};
+
+struct Stats {
+    std::vector<ClassStats> classes;
+    uint64_t remote_frees = 0;        // frees that went through a return ring
+    uint64_t return_ring_full = 0;    // times a remote free had to wait for ring space
+    Backing backing = Backing::Auto;  // what was actually used
+    size_t bytes = 0;
+    uint64_t live_total() const {
+        uint64_t n = 0;
+        for (auto& c : classes) n += c.live;
+        return n;
+    }
+};
+
+class Arena {
+public:
+    // Create the process-wide arena. Returns nullptr and sets *err on failure
+    // (already one arena, no memory, bad size classes).
+    static std::unique_ptr<Arena> create(const Config& cfg, std::string* err);
+    static std::unique_ptr<Arena> create(const Config& cfg, ExternalMemory mem, std::string* err);
+    static Arena* current(); // the live arena or nullptr
+    ~Arena();
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+
+    // Smallest size class that fits `size`, from the calling core's zones.
+    // Empty handle when size is too large or the memory is exhausted (counted).
+    Zbuf alloc(size_t size);
+    Slice alloc_slice(size_t size) {
+        Zbuf z = alloc(size);
+        return z ? Slice(std::move(z), 0, size) : Slice();
+    }
+
+    // A whole fresh zone for an integration (e.g. a DPDK mempool laid over its
+    // objs). The zone is not used by alloc(). nullptr when out of zones.
+    ZoneHeader* take_zone(uint32_t obj_size, ZoneKind kind, ReleaseFn release, void* release_arg);
+
+    // Drain this core's return ring (frees sent by other cores). Engines call it
+    // once per loop; alloc() also drains when the free list is empty.
+    void drain_returns();
+
+    Stats stats() const;
+    uint64_t live() const;
+    const Config& config() const;
+
+    struct Impl;
+private:
+    explicit Arena(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// Registers the calling thread as core `id` for the scope's lifetime.
+class CoreScope {
+public:
+    explicit CoreScope(unsigned id);
+    ~CoreScope();
+    CoreScope(const CoreScope&) = delete;
+    CoreScope& operator=(const CoreScope&) = delete;
+};
+unsigned current_core(); // kNoCore when the thread is not registered
+
+} // namespace crescent::zbuf
+
+namespace crescent {
+using zbuf::Slice;
+using zbuf::Zbuf;
+}

@@ -1,0 +1,80 @@
+// crescent — congestion control, chosen per connection.
+//
+// NewReno (RFC 5681 + RFC 6582 semantics for the window; the TCB runs loss
+// recovery itself), CUBIC (RFC 9438), DCTCP (RFC 8257). The TCB owns loss
+// detection and recovery (RFC 6675 / RFC 6582); this module only decides
+// cwnd and ssthresh from the events the TCB reports. All sizes in bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <variant>
+
+#include <crescent/time.hpp>
+
+namespace crescent::tcp {
+
+enum class CcAlgo : uint8_t { NewReno, Cubic, Dctcp };
+std::string_view cc_name(CcAlgo a);
+std::optional<CcAlgo> cc_from_name(std::string_view s);
+
+// One cumulative or SACK ACK that advanced the sender's knowledge.
+struct AckSample {
+    uint32_t acked = 0;        // bytes newly acked (cumulative + newly SACKed)
+    uint32_t in_flight = 0;    // bytes in flight before this ACK (RFC 6675 pipe)
+    std::optional<Duration> rtt; // a valid RTT sample (Karn-safe), if any
+    bool ece = false;          // ACK carried ECE (DCTCP: bytes acked with ECE count as marked)
+    bool app_limited = false;  // the sender was not cwnd-limited: do not grow cwnd (RFC 7661 spirit)
+    Instant now;
+};
+
+class CongestionControl {
+public:
+    CongestionControl(CcAlgo algo, uint32_t mss, Instant now);
+
+    CcAlgo algo() const;
+    uint32_t cwnd() const;
+    uint32_t ssthresh() const;
+    bool in_slow_start() const { return cwnd() < ssthresh(); }
+    // The TCB negotiates ECN (RFC 3168) when this is true, and then sends ECT(0).
+    bool wants_ecn() const { return algo() == CcAlgo::Dctcp; }
+
+    // New data acknowledged outside loss recovery: grow cwnd.
+    void on_ack(const AckSample& s);
+    // Loss detected by dupacks / SACK (once per window of data): set ssthresh,
+    // cwnd = ssthresh (RFC 5681 §3.2 step 2 / RFC 6675 §5 step 4.2).
+    void on_loss(uint32_t in_flight, Instant now);
+    // ECN congestion signal (ECE, at most once per window for RFC 3168; DCTCP
+    // reacts once per observation window using alpha).
+    void on_ecn(uint32_t in_flight, Instant now);
+    // Recovery finished (snd.una passed the recovery point).
+    void on_recovery_exit(Instant now);
+    // Retransmission timeout: ssthresh from flight, cwnd = 1 MSS (RFC 5681 §3.1).
+    void on_rto(uint32_t in_flight, Instant now);
+    // Path MSS changed (after negotiation).
+    void set_mss(uint32_t mss);
+
+    // Inspection for tests and stats (DCTCP alpha scaled by 1024; CUBIC W_max in bytes).
+    uint32_t dctcp_alpha_x1024() const;
+    uint32_t cubic_wmax() const;
+
+private:
+    struct NewReno { uint32_t bytes_acked = 0; };   // appropriate byte counting (RFC 3465) in CA
+    struct Cubic {                                   // RFC 9438 state
+        double w_max = 0, w_last_max = 0, k = 0, w_est = 0, cwnd_prior = 0;
+        Instant epoch_start = Instant::never();
+        uint32_t bytes_acked = 0;
+    };
+    struct Dctcp {                                   // RFC 8257 §3.3
+        uint32_t alpha_x1024 = 1024;                 // starts at 1 (conservative)
+        uint64_t bytes_acked = 0, bytes_marked = 0;
+        uint32_t window_end_bytes = 0;               // bytes to observe before updating alpha
+        bool reduced_this_window = false;
+        uint32_t ca_acked = 0;
+    };
+    std::variant<NewReno, Cubic, Dctcp> st_;
+    uint32_t mss_, cwnd_, ssthresh_;
+};
+
+} // namespace crescent::tcp

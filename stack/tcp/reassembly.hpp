@@ -1,0 +1,64 @@
+// crescent — zero-copy out-of-order reassembly queue (RFC 9293 §3.10.7.4 "seventh",
+// RFC 2018 §4 for the SACK blocks a receiver reports).
+//
+// Segments that arrive beyond rcv.nxt are kept as zbuf slices (no copy), sorted
+// and non-overlapping. Memory is bounded by a segment count and a byte budget;
+// a segment that does not fit is refused (and the sender retransmits it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <crescent/zbuf.hpp>
+#include "stack/wire/wire.hpp"
+
+namespace crescent::tcp {
+
+using wire::SackBlock;
+using wire::SeqNum;
+
+struct ReassemblyLimits {
+    uint32_t max_segments = 256;
+    uint32_t max_bytes = 4u << 20;
+};
+
+class Reassembly {
+public:
+    explicit Reassembly(ReassemblyLimits lim = {});
+
+    enum class Insert : uint8_t { Queued, Duplicate, NoRoom };
+    // Queue `payload` that starts at `seq` (> rcv_nxt; trims what is below
+    // rcv_nxt or already queued). `fin` marks a FIN right after the payload.
+    Insert insert(SeqNum seq, Slice payload, bool fin, SeqNum rcv_nxt);
+
+    // Move the segments that now start at *rcv_nxt into `out`, advancing
+    // *rcv_nxt past them. Returns true if a queued FIN became in-order (then
+    // *rcv_nxt does not include the FIN; the caller consumes it).
+    bool pop_in_order(SeqNum* rcv_nxt, std::vector<Slice>* out);
+
+    // Up to out.size() SACK blocks: the block holding the most recently
+    // received segment first, then the other blocks most-recent-first
+    // (RFC 2018 §4). Returns the number written.
+    size_t sack_blocks(std::span<SackBlock> out) const;
+
+    bool empty() const;
+    uint32_t segments() const;
+    uint32_t bytes() const;
+    void clear();
+
+private:
+    struct Seg {
+        SeqNum seq;
+        Slice data;
+        bool fin;
+        uint64_t arrival; // insertion counter, for SACK block recency
+    };
+    std::vector<Seg> segs_; // sorted by seq, non-overlapping
+    ReassemblyLimits lim_;
+    uint32_t bytes_ = 0;
+    uint64_t counter_ = 0;
+};
+
+} // namespace crescent::tcp

@@ -1,0 +1,178 @@
+// crescent — wire formats: Ethernet II (+802.1Q), IPv4, TCP with options.
+//
+// Two levels, as in smoltcp: `parse_*` checks every length against the buffer
+// and returns a validated repr (or a distinct drop reason); `emit_*` writes a
+// repr into a buffer of at least `*_header_len(repr)` bytes. Nothing here reads
+// past the span it is given, allocates, or includes DPDK headers.
+//
+// Byte order: reprs hold host-order values; the wire is big-endian.
+// RFCs: 791 (IPv4), 9293 (TCP), 7323 (wscale, timestamps), 2018 (SACK),
+// 6691 (MSS), 3168 (ECN bits), 1071/1624 (checksum).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "stack/wire/seq.hpp"
+
+namespace crescent::wire {
+
+using Bytes = std::span<const std::byte>;
+using MutBytes = std::span<std::byte>;
+
+// Every reason a frame is dropped by the parsers; the engine counts each.
+enum class Drop : uint8_t {
+    None = 0,
+    EthTruncated,      // shorter than an Ethernet header (or VLAN tag)
+    EthNotIpv4,        // ethertype is not IPv4 (the engine passes these on / counts)
+    IpTruncated,       // shorter than 20 bytes or than IHL*4
+    IpBadVersion,      // version != 4
+    IpBadIhl,          // IHL < 5
+    IpBadTotalLength,  // total length < IHL*4 or beyond the frame
+    IpBadChecksum,
+    IpFragment,        // MF set or fragment offset != 0: counted and dropped (no reassembly)
+    IpNotTcp,          // protocol != 6
+    TcpTruncated,      // shorter than 20 bytes
+    TcpBadDataOffset,  // data offset < 5 or beyond the segment
+    TcpBadChecksum,
+    TcpBadOption,      // option length 0/1, or an option overrunning the header
+    TcpBadOptionLength,// a known option with the wrong length (e.g. MSS len != 4)
+    Count_
+};
+std::string_view drop_name(Drop d);
+inline constexpr size_t kDropCount = size_t(Drop::Count_);
+
+// ---- Ethernet ----------------------------------------------------------------
+
+struct MacAddr {
+    std::array<uint8_t, 6> b{};
+    constexpr bool operator==(const MacAddr&) const = default;
+    bool is_broadcast() const { return b == std::array<uint8_t, 6>{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}; }
+};
+
+inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+inline constexpr uint16_t kEtherTypeArp = 0x0806;
+inline constexpr uint16_t kEtherTypeVlan = 0x8100;
+inline constexpr size_t kEthHeaderLen = 14;
+
+struct EthRepr {
+    MacAddr dst, src;
+    uint16_t ethertype = kEtherTypeIpv4;   // inner ethertype when tagged
+    std::optional<uint16_t> vlan_tci;      // 802.1Q tag, tolerated on input
+};
+size_t eth_header_len(const EthRepr& r);
+// On success sets *payload_off to the first byte after the header(s).
+Drop parse_eth(Bytes frame, EthRepr* out, size_t* payload_off);
+void emit_eth(const EthRepr& r, MutBytes out);
+
+// ---- IPv4 --------------------------------------------------------------------
+
+struct Ipv4Addr {
+    uint32_t v = 0; // host order: 10.0.0.1 == 0x0a000001
+    constexpr bool operator==(const Ipv4Addr&) const = default;
+    constexpr auto operator<=>(const Ipv4Addr&) const = default;
+};
+
+inline constexpr uint8_t kIpProtoTcp = 6;
+inline constexpr size_t kIpv4HeaderLen = 20;
+
+struct Ipv4Repr {
+    Ipv4Addr src, dst;
+    uint8_t protocol = kIpProtoTcp;
+    uint8_t ttl = 64;
+    uint8_t dscp = 0;
+    uint8_t ecn = 0;           // 2 bits: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE
+    uint16_t ident = 0;
+    bool dont_fragment = true;
+    uint16_t payload_len = 0;  // bytes after the IP header (total length - IHL*4)
+};
+// `checksum_verified`: the device already checked the header checksum.
+// Options are skipped (bounds-checked). On success *payload_off is IHL*4 and the
+// payload is exactly repr.payload_len bytes (Ethernet padding is excluded).
+Drop parse_ipv4(Bytes packet, bool checksum_verified, Ipv4Repr* out, size_t* payload_off);
+// Writes a 20-byte header. `fill_checksum` false leaves it 0 (device offload).
+void emit_ipv4(const Ipv4Repr& r, MutBytes out, bool fill_checksum = true);
+
+// ---- TCP ---------------------------------------------------------------------
+
+namespace tcp_flags {
+inline constexpr uint8_t FIN = 0x01, SYN = 0x02, RST = 0x04, PSH = 0x08,
+                         ACK = 0x10, URG = 0x20, ECE = 0x40, CWR = 0x80;
+}
+
+struct SackBlock {
+    SeqNum left, right; // [left, right)
+    constexpr bool operator==(const SackBlock&) const = default;
+};
+inline constexpr size_t kMaxSackBlocks = 4;
+
+struct Timestamps {
+    uint32_t tsval = 0, tsecr = 0;
+    constexpr bool operator==(const Timestamps&) const = default;
+};
+
+struct TcpOptions {
+    std::optional<uint16_t> mss;
+    std::optional<uint8_t> wscale;      // shift count (clamped to 14 by the TCB, RFC 7323 §2.3)
+    bool sack_permitted = false;
+    uint8_t sack_count = 0;             // blocks in `sack`
+    std::array<SackBlock, kMaxSackBlocks> sack{};
+    std::optional<Timestamps> ts;
+};
+
+struct TcpRepr {
+    uint16_t src_port = 0, dst_port = 0;
+    SeqNum seq;
+    SeqNum ack;             // meaningful iff flags & ACK
+    uint8_t flags = 0;
+    uint16_t window = 0;    // as on the wire (unscaled)
+    uint16_t urgent = 0;
+    TcpOptions opts;
+
+    bool has(uint8_t f) const { return (flags & f) != 0; }
+    // Sequence space taken: payload + SYN + FIN.
+    uint32_t seg_len(size_t payload) const { return uint32_t(payload) + has(tcp_flags::SYN) + has(tcp_flags::FIN); }
+};
+// Header length with options, padded to 4 bytes.
+size_t tcp_header_len(const TcpRepr& r);
+// `segment` is the whole TCP segment (header + payload) as bounded by the IP
+// total length. The pseudo-header uses `ip`. On success *payload_off is the
+// data offset.
+Drop parse_tcp(Bytes segment, const Ipv4Repr& ip, bool checksum_verified, TcpRepr* out, size_t* payload_off);
+// Writes the header (options included). When `payload` is given and
+// `fill_checksum`, the checksum covers header + payload; when the device
+// computes it (offload), the pseudo-header sum is written instead.
+enum class CsumMode : uint8_t { Full, PseudoOnly, None };
+void emit_tcp(const TcpRepr& r, const Ipv4Repr& ip, MutBytes header, std::span<const Bytes> payload,
+              CsumMode mode = CsumMode::Full);
+
+// ---- whole frames --------------------------------------------------------------
+
+struct Offload {
+    bool rx_ip_csum_ok = false;   // device verified the IPv4 header checksum
+    bool rx_l4_csum_ok = false;   // device verified the TCP checksum
+};
+
+struct Frame {
+    EthRepr eth;
+    Ipv4Repr ip;
+    TcpRepr tcp;
+    size_t payload_off = 0;  // from the start of the frame
+    size_t payload_len = 0;
+};
+// Ethernet -> IPv4 -> TCP in one call.
+Drop parse_frame(Bytes frame, Offload off, Frame* out);
+
+// ---- checksums (RFC 1071) ----------------------------------------------------
+
+// One's-complement sum of `data` added to `sum` (not folded, not inverted).
+uint32_t csum_partial(Bytes data, uint32_t sum = 0);
+uint16_t csum_fold(uint32_t sum);  // fold to 16 bits and invert
+// Pseudo-header sum for TCP over IPv4 (RFC 9293 §3.1).
+uint32_t pseudo_header_sum(Ipv4Addr src, Ipv4Addr dst, uint8_t proto, uint16_t l4_len);
+
+} // namespace crescent::wire
