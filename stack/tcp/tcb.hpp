@@ -1,0 +1,469 @@
+// crescent — the sans-IO TCP control block (one connection).
+//
+// RFCs implemented here and in tcb.cpp:
+//   RFC 9293  TCP: the eleven states, "SEGMENT ARRIVES" (§3.10.7), user calls
+//             (§3.10.1-§3.10.6), MSS (§3.7.1), RST validation (§3.5.3)
+//   RFC 6298  RTO computation, backoff, Karn's rule
+//   RFC 7323  window scale, timestamps, PAWS
+//   RFC 6691  MSS option value
+//   RFC 2018  SACK (receiver blocks) / RFC 6675 SACK-based loss recovery
+//   RFC 5681, RFC 6582  congestion control / NewReno fast recovery (SACK off)
+//   RFC 3042  limited transmit
+//   RFC 3168  ECN negotiation; RFC 8257 §3.2 DCTCP precise CE echo
+//   RFC 5961  challenge ACKs (RST, SYN, ACK validity) with a rate limit
+//   RFC 1122  delayed ACK, keepalive, zero-window probes; SWS avoidance (§4.2.3.3/4)
+//
+// Sans-IO, "collect then act": every entry point takes `now` and appends what
+// must happen to a caller-owned `Actions`; the TCB never reads a clock, never
+// does I/O and never calls back into the application. The engine runs the
+// actions after the call returns.
+//
+// Threads: a Tcb belongs to one engine core; nothing here is thread-safe.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <crescent/time.hpp>
+#include <crescent/zbuf.hpp>
+
+#include "stack/tcp/cc.hpp"
+#include "stack/tcp/reassembly.hpp"
+#include "stack/tcp/scoreboard.hpp"
+#include "stack/wire/wire.hpp"
+
+namespace crescent::tcp {
+
+using wire::Ipv4Addr;
+using wire::SeqNum;
+using wire::TcpRepr;
+
+// ---- configuration -----------------------------------------------------------
+
+struct KeepaliveConfig {
+    bool enabled = false;
+    Duration idle = std::chrono::seconds(7200); // RFC 1122 §4.2.3.6: >= 2 h by default
+    Duration interval = std::chrono::seconds(75);
+    uint32_t count = 9;                          // unanswered probes before abort
+};
+
+enum class EcnMode : uint8_t {
+    Off,        // never negotiate ECN
+    CcDefault,  // negotiate when the congestion control wants it (DCTCP)
+    On,         // always negotiate (classic RFC 3168 reaction for NewReno/CUBIC)
+};
+
+struct Config {
+    // Our SMSS ceiling, from the path MTU (1500 - 20 - 20). Sent as the MSS
+    // option; the effective send MSS is min(this, peer's MSS option or 536).
+    uint16_t mss = 1460;
+    // Receive buffer: bytes delivered to the application but not yet
+    // `consume()`d plus bytes held out of order. The advertised window is
+    // rcv_buf minus that (RFC 9293 §3.8.6.2.2 receiver SWS avoidance applies).
+    uint32_t rcv_buf = 1u << 20;
+    // Send buffer: bytes queued by `send()` and not yet acknowledged.
+    uint32_t snd_buf = 1u << 20;
+
+    Duration initial_rto = std::chrono::seconds(1);   // RFC 6298 §2.1
+    Duration min_rto = std::chrono::milliseconds(5);   // datacenter floor (RFC 6298 §2.4 says 1 s)
+    Duration max_rto = std::chrono::seconds(60);       // RFC 6298 §2.5
+    uint32_t max_retries = 12;  // consecutive RTOs on data/FIN before abort (RetransmitTimeout)
+    uint32_t syn_retries = 6;   // SYN / SYN-ACK retransmissions before abort (ConnectTimeout)
+
+    Duration time_wait = std::chrono::seconds(1);      // 2*MSL; up to 60 s for internet-facing use
+    // Orphaned FIN-WAIT-2 after close() (not after shutdown_write()); 0 = wait forever.
+    Duration fin_wait2_timeout = std::chrono::seconds(60);
+
+    // Delayed ACK (RFC 1122 §4.2.3.2, RFC 5681 §4.2): ACK at least every
+    // `delayed_ack_segments` full-sized segments, or when the timer fires.
+    Duration delayed_ack = std::chrono::milliseconds(1);
+    uint32_t delayed_ack_segments = 2;   // 1 = ACK every segment
+
+    bool nagle = false;          // RFC 9293 §3.7.4 (opt-in, like TCP_NODELAY off)
+    KeepaliveConfig keepalive;
+
+    bool sack = true;            // RFC 2018
+    bool timestamps = true;      // RFC 7323 §3
+    bool window_scale = true;    // RFC 7323 §2
+    CcAlgo cc = CcAlgo::NewReno;
+    EcnMode ecn = EcnMode::CcDefault;
+
+    ReassemblyLimits reassembly;  // bounded out-of-order memory
+
+    // RFC 5961 §7: at most this many challenge ACKs per interval per connection.
+    uint32_t challenge_ack_limit = 10;
+    Duration challenge_ack_interval = std::chrono::seconds(1);
+    // Persist timer (zero-window probes) backoff ceiling.
+    Duration max_persist = std::chrono::seconds(60);
+};
+
+// ---- states, reasons, events ----------------------------------------------------
+
+// RFC 9293 §3.3.2.
+enum class State : uint8_t {
+    Closed,
+    Listen,
+    SynSent,
+    SynReceived,
+    Established,
+    FinWait1,
+    FinWait2,
+    CloseWait,
+    Closing,
+    LastAck,
+    TimeWait,
+};
+std::string_view state_name(State s);
+
+enum class CloseReason : uint8_t {
+    None,               // still open
+    Normal,             // both FINs exchanged and acknowledged
+    ResetByPeer,        // acceptable RST in a synchronized state
+    Refused,            // RST in answer to our SYN (RFC 9293 §3.10.7.3)
+    ConnectTimeout,     // SYN / SYN-ACK retries exhausted
+    RetransmitTimeout,  // max_retries consecutive RTOs
+    KeepaliveTimeout,   // keepalive probes unanswered
+    FinWait2Timeout,    // orphaned FIN-WAIT-2 expired
+    AbortedLocally,     // abort(), or data arrived after close() (RFC 9293 §3.10.7.4 / RFC 1122 §4.2.2.13)
+};
+std::string_view close_reason_name(CloseReason r);
+
+// A connection handle: index + generation, stable for the connection's life.
+// A Tcb used on its own carries whatever id its creator gave it.
+struct ConnId {
+    uint32_t index = 0;
+    uint32_t gen = 0;
+    constexpr bool operator==(const ConnId&) const = default;
+};
+
+enum class EventKind : uint8_t {
+    Connected,    // reached ESTABLISHED (active or passive open)
+    PeerFin,      // the peer closed its direction: no more readable data (EOF)
+    Acked,        // `bytes` of sent data acknowledged; their send-queue references are dropped
+    Writable,     // send buffer space after a refused send() (edge-triggered)
+    Closed,       // the connection is over for the application; `reason` says why
+    Acceptable,   // Host only: a listener on `port` has a connection in its accept queue
+};
+
+struct Event {
+    ConnId conn;
+    EventKind kind;
+    CloseReason reason = CloseReason::None;  // Closed only
+    uint32_t bytes = 0;                      // Acked only
+    uint16_t port = 0;                       // Acceptable only: the listening port
+};
+
+// A borrowed view of payload bytes inside the send queue. Valid until the next
+// call on the Tcb (or Host) that produced it. The engine takes its own zbuf
+// reference with `Zbuf::share_of(data)` when it hands the bytes to the NIC.
+struct TxView {
+    const std::byte* data = nullptr;
+    uint32_t len = 0;
+};
+inline constexpr size_t kMaxTxViews = 8; // a segment spans at most this many send-queue slices
+
+struct OutSegment {
+    ConnId conn;
+    Ipv4Addr src, dst;        // IP addresses for emission (local, remote)
+    TcpRepr repr;
+    uint8_t ip_ecn = 0;       // 2-bit ECN field: 0 Not-ECT, 2 ECT(0)
+    uint8_t view_count = 0;
+    std::array<TxView, kMaxTxViews> views{};
+
+    std::span<const TxView> payload() const { return {views.data(), view_count}; }
+    uint32_t payload_len() const {
+        uint32_t n = 0;
+        for (uint8_t i = 0; i < view_count; ++i) n += views[i].len;
+        return n;
+    }
+};
+
+// In-order data for the application. Ownership of the slice transfers to the
+// receiver of the Actions; the bytes count against the receive window until
+// the application calls `consume()`.
+struct Readable {
+    ConnId conn;
+    Slice data;
+};
+
+// What a call asks the engine to do. Owned by the caller, reused across calls
+// (clear() keeps capacity, so the steady state does not allocate).
+struct Actions {
+    std::vector<OutSegment> segments;
+    std::vector<Readable> readable;
+    std::vector<Event> events;
+
+    void clear() {
+        segments.clear();
+        readable.clear();
+        events.clear();
+    }
+    bool empty() const { return segments.empty() && readable.empty() && events.empty(); }
+};
+
+// ---- statistics -------------------------------------------------------------------
+
+struct Stats {
+    State state = State::Closed;
+    CloseReason close_reason = CloseReason::None;
+    // RFC 9293 §3.3.1 variables.
+    uint32_t snd_una = 0, snd_nxt = 0, snd_wnd = 0, iss = 0;
+    uint32_t rcv_nxt = 0, rcv_wnd = 0, irs = 0;
+    uint32_t snd_mss = 0;
+    uint8_t snd_wscale = 0, rcv_wscale = 0;
+    bool sack_ok = false, ts_ok = false, ecn_ok = false;
+    // Congestion control.
+    uint32_t cwnd = 0, ssthresh = 0;
+    uint32_t bytes_in_flight = 0;
+    // RFC 6298.
+    Duration srtt{0}, rttvar{0}, rto{0};
+    uint32_t rtt_samples = 0;
+    // Traffic.
+    uint64_t bytes_in = 0, bytes_out = 0;         // payload bytes (in: accepted; out: incl. retransmits)
+    uint64_t segs_in = 0, segs_out = 0;
+    uint64_t bytes_retransmitted = 0;
+    uint64_t retrans_timeout = 0, retrans_fast = 0, retrans_sack = 0;
+    uint64_t rto_events = 0;
+    uint64_t dupacks = 0;
+    uint64_t fast_recoveries = 0;
+    uint64_t ooo_segments = 0;                    // segments queued for reassembly
+    uint64_t zero_window_events = 0;              // peer advertised zero window
+    uint64_t zero_window_probes = 0;
+    uint64_t zero_window_sent = 0;                // we advertised zero window
+    uint64_t keepalive_probes = 0;
+    uint64_t challenge_acks = 0, challenge_acks_suppressed = 0;
+    uint64_t delayed_acks = 0;                    // ACKs sent by the delayed-ACK timer
+    uint64_t fast_path = 0;                       // segments handled by the fast path
+    uint64_t ecn_ce_received = 0, ecn_ece_received = 0;
+    // Drops (each reason a counter).
+    uint64_t drop_not_acceptable = 0;   // seq test failed (RFC 9293 §3.10.7.4 first)
+    uint64_t drop_paws = 0;             // RFC 7323 §5 PAWS
+    uint64_t drop_bad_ack = 0;          // ACK of unsent data / too old (RFC 5961 §5)
+    uint64_t drop_rst_invalid = 0;      // RST out of window
+    uint64_t drop_no_room = 0;          // reassembly full / beyond window
+    uint64_t drop_no_ack = 0;           // no ACK bit in synchronized state
+    uint64_t drop_after_close = 0;      // data after close()
+};
+
+// ---- the TCB ------------------------------------------------------------------------
+
+struct Endpoints {
+    Ipv4Addr local_ip, remote_ip;
+    uint16_t local_port = 0, remote_port = 0;
+};
+
+enum class SendResult : uint8_t {
+    Ok,
+    WouldBlock,     // the send buffer is full (or the slice does not fit): wait for Writable
+    InvalidState,   // not connected yet, or this direction is closed
+};
+
+class TcbTestAccess;
+
+class Tcb {
+public:
+    Tcb(const Config& cfg, ConnId id, Endpoints ep);
+    Tcb(const Tcb&) = delete;
+    Tcb& operator=(const Tcb&) = delete;
+    ~Tcb();
+
+    // --- opening (each moves out of CLOSED) ---
+    // Active open (RFC 9293 §3.10.1): CLOSED -> SYN-SENT, emits the SYN.
+    void connect(SeqNum iss, Instant now, Actions& out);
+    // Passive open from a LISTEN socket's SYN (RFC 9293 §3.10.7.2 "third"):
+    // CLOSED -> SYN-RECEIVED, emits the SYN-ACK. `ip_ecn` is the SYN's IP ECN field.
+    void accept_syn(const TcpRepr& syn, uint8_t ip_ecn, SeqNum iss, Instant now, Actions& out);
+    // Passive open completed by a valid SYN cookie (RFC 4987 §3.6): straight to
+    // ESTABLISHED with what the cookie encoded. `ack` is the third-handshake ACK.
+    struct CookieParams {
+        SeqNum iss, irs;
+        uint16_t peer_mss = 536;
+        std::optional<uint8_t> peer_wscale; // when the cookie could carry it
+        bool sack_ok = false;
+        bool ts_ok = false;
+        bool ecn_ok = false;
+    };
+    void accept_cookie(const CookieParams& p, const TcpRepr& ack, Instant now, Actions& out);
+
+    // --- input ---
+    // One received segment (already checksum-verified and demultiplexed to this
+    // connection). `payload` ownership moves in; in-order bytes move out through
+    // out.readable, out-of-order bytes are kept in the reassembly queue.
+    void on_segment(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now, Actions& out);
+    // Service every timer due at `now` (RTO, persist, delayed ACK, keepalive,
+    // TIME-WAIT, FIN-WAIT-2). Harmless when nothing is due.
+    void on_timer(Instant now, Actions& out);
+    // Earliest instant at which on_timer has work; Instant::never() if none.
+    Instant next_deadline() const { return deadline_; }
+
+    // --- application calls ---
+    // Queue `data` for sending (zero-copy: the queue takes over the reference).
+    // Nothing is emitted until flush(). WouldBlock leaves `data` with the caller
+    // and arms a Writable event.
+    SendResult send(Slice& data);
+    SendResult send(Slice&& data) { return send(data); }
+    // Emit what queued data, FIN and pending ACKs / window updates allow now.
+    void flush(Instant now, Actions& out);
+    // The application released `bytes` of data it was handed in out.readable:
+    // the receive window opens (a window update goes out at flush when it matters).
+    void consume(uint32_t bytes);
+    // Half-close (RFC 9293 §3.10.4): FIN after queued data; reading continues.
+    void shutdown_write();
+    // Full close: shutdown_write(), and data arriving afterwards resets the connection.
+    void close();
+    // RFC 9293 §3.10.5 ABORT: RST (in synchronized states), then CLOSED.
+    void abort(Instant now, Actions& out);
+
+    // --- inspection ---
+    State state() const { return state_; }
+    ConnId id() const { return id_; }
+    const Endpoints& endpoints() const { return ep_; }
+    Stats stats() const;
+    uint32_t send_space() const { return cfg_.snd_buf - snd_queued_; }
+    bool has_pending_output() const;  // a flush() would emit something
+
+private:
+    friend class TcbTestAccess;
+    // Out-of-line slow path: everything the fast-path predicate rejects.
+    [[gnu::noinline]] void segment_slow(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now,
+                                        Actions& out);
+    bool fast_path_ok(const TcpRepr& seg, size_t len) const;
+    void fast_path(const TcpRepr& seg, Slice payload, Instant now, Actions& out);
+
+    // Helpers (tcb.cpp).
+    bool check_seq_acceptable(const TcpRepr& seg, uint32_t len) const;
+    bool process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Actions& out);
+    void process_sack(const TcpRepr& seg, uint32_t* newly_sacked);
+    void update_window(const TcpRepr& seg);
+    void deliver(Slice payload, Actions& out);
+    void receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant now, Actions& out);
+    void on_fin_received(Instant now, Actions& out);
+    void ack_received_data(bool in_order_full, bool force_now, Instant now, Actions& out);
+    void rtt_sample(Duration r);
+    void update_ts_recent(const TcpRepr& seg, uint32_t len, Instant now);
+    void send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out);
+    void send_ack(Instant now, Actions& out);
+    void send_rst(SeqNum seq, Actions& out);
+    bool challenge_ack(Instant now, Actions& out);
+    void send_syn(bool with_ack, Instant now, Actions& out);
+    uint32_t emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant now, Actions& out);
+    void output(Instant now, Actions& out);
+    void output_recovery(Instant now, Actions& out);
+    void enter_recovery(Instant now);
+    void on_rto(Instant now, Actions& out);
+    void on_persist(Instant now, Actions& out);
+    void to_closed(CloseReason why, Actions& out);
+    void enter_time_wait(Instant now, Actions& out);
+    void negotiate(const TcpRepr& syn, uint8_t ip_ecn);
+    void fill_options(TcpRepr& r, bool syn, Instant now) const;
+    void fill_ack_fields(TcpRepr& r, Instant now);
+    uint32_t rcv_window_bytes() const;
+    uint16_t advertise_window();
+    uint32_t in_flight() const;
+    uint32_t usable_window() const;
+    void drop_acked(SeqNum new_una, Actions& out);
+    void arm_rto(Instant now);
+    void update_deadline();
+    uint32_t ts_now(Instant now) const;
+    void push_event(EventKind k, Actions& out, CloseReason r = CloseReason::None, uint32_t bytes = 0);
+
+    Config cfg_;
+    ConnId id_;
+    Endpoints ep_;
+    State state_ = State::Closed;
+    CloseReason close_reason_ = CloseReason::None;
+
+    // RFC 9293 §3.3.1 send sequence variables.
+    struct Send {
+        SeqNum iss;
+        SeqNum una;      // oldest unacknowledged
+        SeqNum nxt;      // next to send (rewound by an RTO; una <= nxt <= max)
+        SeqNum max;      // highest sequence sent + 1 (snd.nxt before any RTO rewind)
+        SeqNum wl1, wl2; // segment seq / ack used for the last window update
+        uint32_t wnd = 0;       // peer's window in bytes (already scaled)
+        uint32_t max_wnd = 0;   // largest window the peer offered (sender SWS avoidance)
+        uint8_t wscale = 0;     // shift for the peer's window field
+        uint32_t mss = 536;     // effective SMSS (payload bytes per segment, options excluded)
+    } snd_;
+    // RFC 9293 §3.3.1 receive sequence variables.
+    struct Recv {
+        SeqNum irs;
+        SeqNum nxt;
+        SeqNum adv;             // right edge advertised: never moves left (RFC 9293 §3.8.6.2.2)
+        uint8_t wscale = 0;     // shift for our window field
+        uint32_t unread = 0;    // delivered to the application, not yet consume()d
+    } rcv_;
+
+    // Send queue: slices in sequence order, first byte at `sq_seq_`.
+    std::vector<Slice> sq_;      // ring buffer, capacity a power of two
+    uint32_t sq_head_ = 0, sq_count_ = 0;
+    SeqNum sq_seq_;              // sequence number of the first queued byte
+    uint32_t snd_queued_ = 0;    // bytes in sq_ (invariant: == sum of slice sizes <= cfg_.snd_buf)
+    // Cursor to the slice containing snd.nxt (fast output without a walk).
+    uint32_t cur_idx_ = 0, cur_off_ = 0;
+    SeqNum cur_seq_;
+
+    // Congestion control and loss recovery.
+    CongestionControl cc_;
+    SackScoreboard sb_;
+    bool in_recovery_ = false;
+    SeqNum recover_;             // RFC 6582 / RFC 6675 RecoveryPoint
+    SeqNum high_rxt_;            // RFC 6675 HighRxt
+    uint32_t dupacks_ = 0;
+    bool ecn_cwr_due_ = false;   // set CWR on the next new data segment
+    SeqNum ecn_recover_;         // one ECN reaction per window (RFC 3168 §6.1.2)
+
+    // RFC 6298.
+    Duration srtt_{0}, rttvar_{0}, rto_;
+    bool have_rtt_ = false;
+    uint32_t backoff_ = 0;       // consecutive RTOs / SYN retransmissions
+    bool rtt_timing_ = false;    // Karn: timing one segment not retransmitted
+    SeqNum rtt_seq_;
+    Instant rtt_start_;
+
+    // RFC 7323.
+    bool ts_ok_ = false;
+    uint32_t ts_recent_ = 0;
+    Instant ts_recent_age_;
+    uint32_t ts_offset_ = 0;
+
+    bool sack_ok_ = false;
+    bool ecn_ok_ = false;
+    bool ce_pending_ = false;    // classic: echo ECE until CWR; DCTCP: CE state of the last segment
+
+    // Receive side.
+    Reassembly reasm_;
+    uint32_t delack_segs_ = 0;   // full segments received since the last ACK
+    bool ack_now_ = false;       // an ACK must go out at the end of this call
+    bool fin_received_ = false;
+
+    // Application side.
+    bool fin_queued_ = false;    // shutdown_write() called
+    bool fin_sent_ = false;
+    bool app_closed_ = false;    // close() called
+    bool want_writable_ = false; // a send() was refused
+
+    // Timers (Instant::never() when disarmed). deadline_ = min of them.
+    Instant rto_at_ = Instant::never();       // retransmission (or SYN) timer
+    Instant persist_at_ = Instant::never();   // zero-window probe
+    Instant delack_at_ = Instant::never();
+    Instant keepalive_at_ = Instant::never();
+    Instant state_at_ = Instant::never();     // TIME-WAIT or FIN-WAIT-2 expiry
+    Instant deadline_ = Instant::never();
+    uint32_t persist_backoff_ = 0;
+    uint32_t keepalive_probes_ = 0;
+    Instant last_rx_;
+
+    // RFC 5961 §7 rate limit.
+    Instant chack_window_start_;
+    uint32_t chack_count_ = 0;
+
+    Stats st_;
+};
+
+} // namespace crescent::tcp
