@@ -63,9 +63,12 @@ struct EthRepr {
     MacAddr dst, src;
     uint16_t ethertype = kEtherTypeIpv4;   // inner ethertype when tagged
     std::optional<uint16_t> vlan_tci;      // 802.1Q tag, tolerated on input
+    bool operator==(const EthRepr&) const = default;
 };
 size_t eth_header_len(const EthRepr& r);
 // On success sets *payload_off to the first byte after the header(s).
+// A non-IPv4 ethertype returns EthNotIpv4 with *out and *payload_off filled
+// all the same, so the caller can hand ARP & co. to the kernel.
 Drop parse_eth(Bytes frame, EthRepr* out, size_t* payload_off);
 void emit_eth(const EthRepr& r, MutBytes out);
 
@@ -89,10 +92,12 @@ struct Ipv4Repr {
     uint16_t ident = 0;
     bool dont_fragment = true;
     uint16_t payload_len = 0;  // bytes after the IP header (total length - IHL*4)
+    bool operator==(const Ipv4Repr&) const = default;
 };
 // `checksum_verified`: the device already checked the header checksum.
 // Options are skipped (bounds-checked). On success *payload_off is IHL*4 and the
 // payload is exactly repr.payload_len bytes (Ethernet padding is excluded).
+// A protocol other than TCP returns IpNotTcp with *out and *payload_off filled.
 Drop parse_ipv4(Bytes packet, bool checksum_verified, Ipv4Repr* out, size_t* payload_off);
 // Writes a 20-byte header. `fill_checksum` false leaves it 0 (device offload).
 void emit_ipv4(const Ipv4Repr& r, MutBytes out, bool fill_checksum = true);
@@ -122,6 +127,10 @@ struct TcpOptions {
     uint8_t sack_count = 0;             // blocks in `sack`
     std::array<SackBlock, kMaxSackBlocks> sack{};
     std::optional<Timestamps> ts;
+
+    // Equal iff the same options are present; only the first `sack_count`
+    // entries of `sack` take part.
+    bool operator==(const TcpOptions& o) const;
 };
 
 struct TcpRepr {
@@ -133,19 +142,41 @@ struct TcpRepr {
     uint16_t urgent = 0;
     TcpOptions opts;
 
+    bool operator==(const TcpRepr&) const = default;
     bool has(uint8_t f) const { return (flags & f) != 0; }
     // Sequence space taken: payload + SYN + FIN.
     uint32_t seg_len(size_t payload) const { return uint32_t(payload) + has(tcp_flags::SYN) + has(tcp_flags::FIN); }
 };
-// Header length with options, padded to 4 bytes.
+// Header length with options, padded to 4 bytes (at most 60).
+//
+// Option layout written by emit_tcp (the one Linux uses, so captures and peers
+// see the familiar shape; every 4-byte group is aligned):
+//   MSS                      02 04 mm mm
+//   SACK-permitted + TS      04 02 08 0a <tsval> <tsecr>
+//   TS without SACK-perm     01 01 08 0a <tsval> <tsecr>
+//   SACK-perm without TS     01 01 04 02
+//   window scale             01 03 03 ss
+//   SACK blocks              01 01 05 <2+8n> <left right>*n
+// If that does not fit in 40 bytes, the options are written unpadded in the
+// order MSS, WS, SACK-perm, TS, SACK (then EOL to the 4-byte boundary), and if
+// even that does not fit, trailing SACK blocks are left out (tcp_sack_blocks_emitted).
+// Every repr parse_tcp produces fits unchanged, so parse(emit(parse(x))) == parse(x).
 size_t tcp_header_len(const TcpRepr& r);
+// How many of r.opts.sack[0..sack_count) emit_tcp writes (all unless they do not fit).
+size_t tcp_sack_blocks_emitted(const TcpRepr& r);
 // `segment` is the whole TCP segment (header + payload) as bounded by the IP
 // total length. The pseudo-header uses `ip`. On success *payload_off is the
 // data offset.
 Drop parse_tcp(Bytes segment, const Ipv4Repr& ip, bool checksum_verified, TcpRepr* out, size_t* payload_off);
-// Writes the header (options included). When `payload` is given and
-// `fill_checksum`, the checksum covers header + payload; when the device
-// computes it (offload), the pseudo-header sum is written instead.
+// Writes the header (options included); `header` must hold tcp_header_len(r).
+//   Full:       checksum over pseudo-header + header + every `payload` span
+//               (spans may have any length: odd ones are handled); the
+//               pseudo-header length is header + payload bytes.
+//   PseudoOnly: the device computes it (offload): the folded, NOT inverted
+//               pseudo-header sum is written, as DPDK's rte_ipv4_phdr_cksum()
+//               does (pass the payload spans anyway: their sizes give the length).
+//   None:       the field is left 0.
+// Only ip.src and ip.dst are read from `ip` (ip.payload_len is not).
 enum class CsumMode : uint8_t { Full, PseudoOnly, None };
 void emit_tcp(const TcpRepr& r, const Ipv4Repr& ip, MutBytes header, std::span<const Bytes> payload,
               CsumMode mode = CsumMode::Full);
@@ -163,16 +194,44 @@ struct Frame {
     TcpRepr tcp;
     size_t payload_off = 0;  // from the start of the frame
     size_t payload_len = 0;
+    bool operator==(const Frame&) const = default;
 };
-// Ethernet -> IPv4 -> TCP in one call.
+// Ethernet -> IPv4 -> TCP in one call. On EthNotIpv4, out->eth is valid; on
+// IpNotTcp, out->eth and out->ip are valid.
 Drop parse_frame(Bytes frame, Offload off, Frame* out);
 
 // ---- checksums (RFC 1071) ----------------------------------------------------
 
+// Sums are host-order numbers (the 16-bit big-endian words of the data, added
+// one's-complement), so csum_fold()'s result is stored with a big-endian store.
+//
 // One's-complement sum of `data` added to `sum` (not folded, not inverted).
+// Word-at-a-time (8 bytes per step, carries folded at the end); no alignment
+// requirement on data.data().
+// Chaining rule: csum_partial(b, csum_partial(a)) equals the sum over a‖b only
+// when a.size() is even (a is read as whole 16-bit words). Chain spans of any
+// length with CsumChain, which byte-swaps the sum of a span that starts at an
+// odd offset (RFC 1071 §2(B)).
 uint32_t csum_partial(Bytes data, uint32_t sum = 0);
 uint16_t csum_fold(uint32_t sum);  // fold to 16 bits and invert
 // Pseudo-header sum for TCP over IPv4 (RFC 9293 §3.1).
 uint32_t pseudo_header_sum(Ipv4Addr src, Ipv4Addr dst, uint8_t proto, uint16_t l4_len);
+// RFC 1624 eqn. 3 incremental update: the checksum after one 16-bit word of
+// the covered data changes from `old_word` to `new_word`: HC' = ~(~HC + ~m + m').
+uint16_t csum_update16(uint16_t csum, uint16_t old_word, uint16_t new_word);
+
+// Sum over a sequence of spans of arbitrary lengths (a zbuf chain).
+class CsumChain {
+public:
+    explicit CsumChain(uint32_t initial = 0) : sum_(initial) {}
+    void add(Bytes data);
+    uint32_t sum() const { return sum_; }
+    uint16_t fold() const { return csum_fold(sum_); }
+    size_t length() const { return len_; }
+
+private:
+    uint32_t sum_;
+    size_t len_ = 0; // bytes added so far; its parity is the next span's offset parity
+};
 
 } // namespace crescent::wire

@@ -1,0 +1,129 @@
+// crescent — the Internet checksum (RFC 1071), incremental update (RFC 1624),
+// and the TCP/IPv4 pseudo-header (RFC 9293 §3.1).
+//
+// The sum is computed on native-order loads (RFC 1071 §2(B): the one's-
+// complement sum is byte-order independent up to a final byte swap), 4 bytes
+// at a time into four 64-bit accumulators: the carries pile up in the upper 32
+// bits and are folded back once at the end (§4.1 "deferred carries"), so the
+// loop is plain adds with no carry chain between them. About 4 bytes per add;
+// see tests/bench for the ns per 1500 bytes.
+#include <bit>
+#include <cstring>
+
+#include "stack/wire/wire.hpp"
+
+namespace crescent::wire {
+namespace {
+
+inline uint32_t load_native32(const std::byte* p)
+{
+    uint32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+inline uint16_t load_native16(const std::byte* p)
+{
+    uint16_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// One's-complement fold of a 64-bit sum of 16-bit words down to 16 bits
+// (2^16 ≡ 1 mod 2^16-1, so the halves of any wider word are simply added).
+inline uint16_t fold64(uint64_t acc)
+{
+    acc = (acc >> 32) + (acc & 0xffffffffu);   // < 2^33
+    acc = (acc >> 32) + (acc & 0xffffffffu);   // < 2^32
+    auto x = uint32_t(acc);
+    x = (x >> 16) + (x & 0xffffu);             // < 2^17
+    x = (x >> 16) + (x & 0xffffu);             // <= 0xffff
+    return uint16_t(x);
+}
+
+// End-around-carry add of two 32-bit partial sums.
+inline uint32_t add_carry(uint32_t a, uint32_t b)
+{
+    uint32_t r = a + b;
+    return r + uint32_t(r < b);
+}
+
+// The 16-bit one's-complement sum of `data` as host-order big-endian words.
+inline uint16_t sum16(Bytes data)
+{
+    const std::byte* p = data.data();
+    size_t n = data.size();
+    // Each accumulator takes at most 2^32 words before it could wrap: far more
+    // than any span a packet stack sees (16 GiB).
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    while (n >= 32) {
+        a0 += uint64_t(load_native32(p)) + load_native32(p + 16);
+        a1 += uint64_t(load_native32(p + 4)) + load_native32(p + 20);
+        a2 += uint64_t(load_native32(p + 8)) + load_native32(p + 24);
+        a3 += uint64_t(load_native32(p + 12)) + load_native32(p + 28);
+        p += 32;
+        n -= 32;
+    }
+    uint64_t acc = a0 + a1 + a2 + a3;
+    while (n >= 4) {
+        acc += load_native32(p);
+        p += 4;
+        n -= 4;
+    }
+    if (n >= 2) {
+        acc += load_native16(p);
+        p += 2;
+        n -= 2;
+    }
+    if (n) {
+        // A trailing odd byte is the high byte of a zero-padded big-endian word.
+        if constexpr (std::endian::native == std::endian::little)
+            acc += uint8_t(*p);
+        else
+            acc += uint64_t(uint8_t(*p)) << 8;
+    }
+    uint16_t s = fold64(acc);
+    if constexpr (std::endian::native == std::endian::little)
+        s = uint16_t(s << 8 | s >> 8);
+    return s;
+}
+
+} // namespace
+
+uint32_t csum_partial(Bytes data, uint32_t sum)
+{
+    return add_carry(sum, sum16(data));
+}
+
+uint16_t csum_fold(uint32_t sum)
+{
+    sum = (sum >> 16) + (sum & 0xffffu);
+    sum = (sum >> 16) + (sum & 0xffffu);
+    return uint16_t(~sum);
+}
+
+uint32_t pseudo_header_sum(Ipv4Addr src, Ipv4Addr dst, uint8_t proto, uint16_t l4_len)
+{
+    // Words: src hi, src lo, dst hi, dst lo, zero|proto, length. The total
+    // is below 6 * 2^16, so no carry is lost.
+    return (src.v >> 16) + (src.v & 0xffffu) + (dst.v >> 16) + (dst.v & 0xffffu) + proto + l4_len;
+}
+
+uint16_t csum_update16(uint16_t csum, uint16_t old_word, uint16_t new_word)
+{
+    // RFC 1624 eqn. 3; unlike eqn. 2 it never yields -0 (0xffff) unless the
+    // sum of the covered data really is +0.
+    uint32_t sum = uint32_t(uint16_t(~csum)) + uint16_t(~old_word) + new_word;
+    return csum_fold(sum);
+}
+
+void CsumChain::add(Bytes data)
+{
+    uint32_t s = sum16(data);
+    if (len_ & 1) // this span starts inside a 16-bit word: its bytes sit swapped
+        s = uint32_t(uint16_t(s << 8 | s >> 8));
+    sum_ = add_carry(sum_, s);
+    len_ += data.size();
+}
+
+} // namespace crescent::wire
