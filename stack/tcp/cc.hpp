@@ -59,22 +59,49 @@ public:
     uint32_t dctcp_alpha_x1024() const;
     uint32_t cubic_wmax() const;
 
+    // The RFC 6928 initial window for `mss`: min(10*MSS, max(2*MSS, 14600)).
+    static uint32_t initial_window(uint32_t mss);
+    // CUBIC inspection for tests: K in seconds and W_cubic(t) in bytes (RFC 9438 §4.2).
+    double cubic_k_seconds() const;
+    double cubic_w_at(Duration t) const;
+
+    // Constants (RFC 9438 §4.1/§4.2, RFC 8257 §3.3, RFC 3465 §2.2).
+    static constexpr double kCubicC = 0.4;
+    static constexpr double kCubicBeta = 0.7;
+    static constexpr uint32_t kAbcLimit = 2;          // L: at most L*SMSS per ACK in slow start
+    static constexpr uint32_t kDctcpGShift = 4;       // g = 1/16
+    static constexpr uint32_t kMaxCwnd = 1u << 30;    // keeps byte arithmetic in 32 bits
+
 private:
     struct NewReno { uint32_t bytes_acked = 0; };   // appropriate byte counting (RFC 3465) in CA
-    struct Cubic {                                   // RFC 9438 state
+    struct Cubic {                                   // RFC 9438 state (windows in bytes, K in seconds)
         double w_max = 0, w_last_max = 0, k = 0, w_est = 0, cwnd_prior = 0;
-        Instant epoch_start = Instant::never();
+        double cwnd_frac = 0;                        // sub-byte growth carried between ACKs
+        Instant epoch_start = Instant::never();      // start of the current CA epoch; never = not started
+        Duration rtt{0};                             // latest RTT sample, for W_cubic(t + RTT)
         uint32_t bytes_acked = 0;
     };
     struct Dctcp {                                   // RFC 8257 §3.3
-        uint32_t alpha_x1024 = 1024;                 // starts at 1 (conservative)
-        uint64_t bytes_acked = 0, bytes_marked = 0;
-        uint32_t window_end_bytes = 0;               // bytes to observe before updating alpha
-        bool reduced_this_window = false;
-        uint32_t ca_acked = 0;
+        uint32_t alpha_q20 = 1u << 20;               // alpha scaled by 2^20; starts at 1 (conservative)
+        uint64_t bytes_acked = 0, bytes_marked = 0;  // in the current observation window
+        uint32_t window_end_bytes = 0;               // bytes to observe before updating alpha (~one cwnd)
+        bool reduced_this_window = false;            // cwnd already cut in this observation window
+        uint32_t ca_acked = 0;                       // ABC counter in congestion avoidance
     };
-    std::variant<NewReno, Cubic, Dctcp> st_;
+
+    using State = std::variant<NewReno, Cubic, Dctcp>;
+    static State make_state(CcAlgo algo);
+    void grow_reno(uint32_t acked, uint32_t* ca_acked);
+    void grow_cubic(Cubic& c, const AckSample& s);
+    void cubic_congestion_event(Cubic& c);
+    void reno_congestion_event(uint32_t in_flight);
+    void dctcp_observe(Dctcp& d, const AckSample& s);
+    void dctcp_reduce(Dctcp& d);
+
+    State st_;
     uint32_t mss_, cwnd_, ssthresh_;
+    bool pristine_ = true;     // no ACK or congestion event yet: set_mss() may resize the initial window
+    bool rto_backoff_ = false; // cwnd is the loss window of an RTO and no new data was acked since
 };
 
 } // namespace crescent::tcp
