@@ -20,7 +20,17 @@
 // Threads: each engine thread registers as a core (`CoreScope`). Zones are owned
 // by one core; allocation and frees on the owning core touch no atomics and no
 // locks. A free from another core travels back through the owner's bounded
-// return ring.
+// return ring (MPSC); when that ring is full the freeing core parks the obj on
+// a local deferred list and retries later — never a shared lock.
+//
+// Refcounts (DPDK's rte_mbuf trick): `unref` of a count of 1 skips the atomic —
+// the caller holds the only reference, so nobody else can race on it. `ref` is
+// one relaxed atomic add.
+//
+// Debug checks (compiled in when NDEBUG is not defined, or with
+// CRESCENT_DEBUG_CHECKS): ref/unref of a pointer outside the arena, outside an
+// obj, or of an obj whose refcount is already 0 (double free) print the pointer
+// and abort.
 #pragma once
 
 #include <atomic>
@@ -41,6 +51,16 @@ inline constexpr uint64_t kZoneMagic = 0x7a6275665a4f4e45ull; // "zbufZONE"
 inline constexpr uint64_t kBadIova = ~uint64_t{0};
 inline constexpr unsigned kMaxCores = 64;
 inline constexpr unsigned kNoCore = 0xffff;
+inline constexpr unsigned kMaxClasses = 8;
+// index_of() for sizes that are not a power of two: off * div_magic >> 42 with
+// div_magic = ceil(2^42 / obj_size) is exact for every off < 2 MiB.
+inline constexpr unsigned kDivShift = 42;
+
+#if !defined(NDEBUG) || defined(CRESCENT_DEBUG_CHECKS)
+inline constexpr bool kDebugChecks = true;
+#else
+inline constexpr bool kDebugChecks = false;
+#endif
 
 // Per-obj context, in an array right after the zone header.
 struct ObjCtx {
@@ -66,7 +86,7 @@ struct alignas(64) ZoneHeader {
     uint32_t obj_count;   // objs in this zone
     uint32_t obj_offset;  // from zone base to obj 0 (64-byte aligned)
     uint32_t obj_shift;   // log2(obj_size) when a power of two, else 0
-    uint32_t div_magic;   // (2^32 + obj_size - 1) / obj_size, for non-power-of-two sizes
+    uint64_t div_magic;   // ceil(2^kDivShift / obj_size), for non-power-of-two sizes
     uint16_t size_class;  // index into the arena's size classes
     uint16_t owner_core;  // the only core that pops/pushes this zone's free list
     ZoneKind kind;
@@ -74,9 +94,9 @@ struct alignas(64) ZoneHeader {
     ReleaseFn release;    // Mempool zones: returns an obj to its pool
     void* release_arg;
     // Free list (owner core only): a stack of obj indices.
-    uint32_t free_top;    // number of entries in free_stack
-    uint32_t* free_stack; // obj_count entries, lives in the zone's reserved area
-    uint32_t live;        // objs with refcnt > 0 (owner view)
+    uint32_t free_top;    // number of entries in free_stack (<= obj_count)
+    uint32_t* free_stack; // obj_count entries, lives in the zone's reserved area (Slab only)
+    uint32_t live;        // Slab: objs allocated and not yet back on free_stack (owner view)
     uint32_t zone_index;  // position in the arena
 
     ObjCtx* ctx() { return reinterpret_cast<ObjCtx*>(this + 1); }
@@ -86,7 +106,7 @@ struct alignas(64) ZoneHeader {
     uint32_t index_of(const void* p) const {
         uint32_t off = uint32_t(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(this)) - obj_offset;
         if (obj_shift != 0) return off >> obj_shift;
-        return uint32_t((uint64_t(off) * div_magic) >> 32);
+        return uint32_t((uint64_t(off) * div_magic) >> kDivShift);
     }
 };
 
@@ -98,8 +118,16 @@ struct Region {
     uintptr_t end = 0;
 };
 extern Region g_region; // the live arena's address range (one arena per process)
-void bad_pointer(const void* p, const char* what); // [[noreturn]] diagnostic
+[[noreturn]] void bad_pointer(const void* p, const char* what); // diagnostic + abort
+// The count reached 0: back to the free list, the owner's return ring, or the
+// zone's release hook.
 void unref_slow(ZoneHeader* z, uint32_t idx, ObjCtx& c);
+// Debug-build validation of a pointer handed to ref/unref (aborts if bad).
+void check_pointer(const void* p, const char* op);
+// An integration handed out a Mempool-zone obj as a zbuf with refcount 1 (e.g.
+// an RX mbuf turned into a Slice): counted in Stats::external_live until the
+// last unref releases it.
+void note_external_acquire();
 } // namespace detail
 
 inline bool contains(const void* p) {
@@ -131,11 +159,26 @@ inline uint64_t iova(const void* p) {
 
 inline uint32_t refcount(const void* p) { return ctx_of(p).refcnt.load(std::memory_order_relaxed); }
 
-// Take one more reference on the obj containing p.
-void ref(const void* p);
+// Take one more reference on the obj containing p (any core; one atomic add).
+inline void ref(const void* p) {
+    if constexpr (kDebugChecks) detail::check_pointer(p, "ref");
+    ctx_of(p).refcnt.fetch_add(1, std::memory_order_relaxed);
+}
+
 // Drop one reference on the obj containing p; at zero the obj is freed
 // (back to its zone free list, its owner's return ring, or its mempool).
-void unref(const void* p);
+inline void unref(const void* p) {
+    if constexpr (kDebugChecks) detail::check_pointer(p, "unref");
+    ZoneHeader* z = zone_of(p);
+    uint32_t idx = z->index_of(p);
+    ObjCtx& c = z->ctx()[idx];
+    // Count 1: we hold the only reference, nobody can race with us; skip the
+    // locked instruction (acquire pairs with the release of the other holders'
+    // earlier decrements).
+    if (c.refcnt.load(std::memory_order_acquire) == 1 ||
+        c.refcnt.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        detail::unref_slow(z, idx, c);
+}
 
 // --- owning handles ---------------------------------------------------------
 
@@ -155,9 +198,10 @@ public:
     // Take over a reference the caller already holds on the obj containing p.
     static Zbuf adopt(void* p) { return Zbuf(obj_base(p)); }
     // Take a new reference on the obj containing p.
-    static Zbuf share_of(const void* p) { ref(p); return Zbuf(obj_base(p)); }
+    static Zbuf share_of(const void* p) { zbuf::ref(p); return Zbuf(obj_base(p)); }
 
-    Zbuf share() const { ref(p_); return Zbuf(p_); }
+    // zbuf::ref qualified: unqualified, ADL on std::byte* finds std::ref.
+    Zbuf share() const { zbuf::ref(p_); return Zbuf(p_); }
     void reset() { if (p_) { unref(p_); p_ = nullptr; } }
     // Give up ownership without dropping the reference (the caller now owns it).
     std::byte* release() { return std::exchange(p_, nullptr); }
@@ -169,6 +213,7 @@ public:
     std::span<std::byte> bytes() const { return {p_, capacity()}; }
 
 private:
+    friend class Arena;
     explicit Zbuf(std::byte* p) : p_(p) {}
     std::byte* p_ = nullptr;
 };
@@ -251,14 +296,22 @@ struct ClassStats {
     uint64_t live_per_core[kMaxCores] = {};
 };
 
+// high_water of a class is the sum of the per-core high-water marks: exact with
+// one core, an upper bound when several cores peak at different times (an exact
+// global mark would need a shared atomic on every alloc).
 struct Stats {
     std::vector<ClassStats> classes;
     uint64_t remote_frees = 0;        // frees that went through a return ring
     uint64_t return_ring_full = 0;    // times a remote free had to wait for ring space
+    uint64_t deferred = 0;            // remote frees parked now, waiting for ring space
+    uint64_t external_live = 0;       // objs of Mempool zones held as zbufs (e.g. RX slices)
+    uint64_t alloc_too_large = 0;     // requests larger than the largest size class
+    uint64_t zones_total = 0;
+    uint64_t zones_used = 0;          // handed to a core or an integration
     Backing backing = Backing::Auto;  // what was actually used
     size_t bytes = 0;
     uint64_t live_total() const {
-        uint64_t n = 0;
+        uint64_t n = external_live;
         for (auto& c : classes) n += c.live;
         return n;
     }
@@ -286,28 +339,47 @@ public:
     // A whole fresh zone for an integration (e.g. a DPDK mempool laid over its
     // objs). The zone is not used by alloc(). nullptr when out of zones.
     ZoneHeader* take_zone(uint32_t obj_size, ZoneKind kind, ReleaseFn release, void* release_arg);
+    // `count` fresh zones at consecutive addresses (zone i at first->base() +
+    // i * kZoneSize), all formatted like take_zone(). nullptr when fewer remain.
+    ZoneHeader* take_zones(uint32_t count, uint32_t obj_size, ZoneKind kind, ReleaseFn release,
+                           void* release_arg);
+    // Objs per zone for a given obj size and kind (the zone layout, no allocation).
+    static uint32_t objs_per_zone(uint32_t obj_size, ZoneKind kind);
 
     // Drain this core's return ring (frees sent by other cores). Engines call it
     // once per loop; alloc() also drains when the free list is empty.
     void drain_returns();
 
     Stats stats() const;
+    // Objs held now (all classes, all cores, plus Mempool objs held as zbufs).
+    // Objs freed remotely but still in a return ring count as live until their
+    // owner drains it.
     uint64_t live() const;
     const Config& config() const;
+    Backing backing() const; // what was actually used (Auto resolves to Hugetlb or Anonymous)
 
     struct Impl;
 private:
     explicit Arena(std::unique_ptr<Impl> impl);
+    Zbuf alloc_slow(size_t size);
     std::unique_ptr<Impl> impl_;
 };
 
 // Registers the calling thread as core `id` for the scope's lifetime.
+// Two live scopes may not use the same id (debug builds abort if they do); a
+// scope may nest inside another on the same thread (the outer id comes back).
+// A core's zones and caches outlive the scope: the next thread that takes the
+// same id continues with them.
 class CoreScope {
 public:
     explicit CoreScope(unsigned id);
     ~CoreScope();
     CoreScope(const CoreScope&) = delete;
     CoreScope& operator=(const CoreScope&) = delete;
+
+private:
+    unsigned id_;
+    unsigned prev_;
 };
 unsigned current_core(); // kNoCore when the thread is not registered
 

@@ -1,0 +1,686 @@
+// crescent — zbuf: the refcounted hugepage slab (Luna §6.1, "zero-copy memory
+// management"): arena, zones, per-core caches, return rings, accounting.
+//
+// Layout and pointer arithmetic are in <crescent/zbuf.hpp>; this file holds what
+// is not on the inline path:
+//
+//  - Arena creation: mmap(MAP_HUGETLB) (2 MiB pages are 2 MiB aligned), else
+//    anonymous memory over-allocated by one zone and trimmed to a 2 MiB boundary
+//    (logged once), or memory supplied by the caller (a DPDK memzone).
+//  - Zones are handed out by a bump index under `Impl::mu`. That lock is taken
+//    only when a core takes a fresh zone (or an integration takes zones), never
+//    on alloc/free.
+//  - Per core and size class: a current zone whose free stack is popped/pushed
+//    by the owning core with plain loads and stores (no atomics, no locks), and
+//    the list of all zones the core owns (to refill the current zone).
+//  - Remote frees: a bounded MPSC ring per owner core (D. Vyukov's bounded queue:
+//    one sequence number per cell, producers claim a slot with one CAS, the
+//    single consumer needs no RMW). A full ring never blocks: the freeing core
+//    parks the obj on its own deferred list and retries on its next remote free,
+//    drain, or allocation miss (counted in `return_ring_full`).
+//  - Counters are written by their core only, with relaxed load+store (a plain
+//    mov on x86), so stats() may read them from any thread without a data race.
+#include <crescent/zbuf.hpp>
+
+#include <crescent/log.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace crescent::zbuf {
+
+namespace detail {
+Region g_region;
+} // namespace detail
+
+namespace {
+
+#define CRESCENT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CRESCENT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+// The calling thread's core id (CoreScope). initial-exec: a plain %fs-relative
+// load even inside libcrescent.so (which is linked at start-up, never dlopen'ed).
+__attribute__((tls_model("initial-exec"))) thread_local unsigned t_core = kNoCore;
+
+// Ids held by a live CoreScope (debug check against two threads sharing an id).
+std::atomic<uint64_t> g_core_ids_in_use{0};
+
+// A counter written by one thread and read by any: relaxed load + store.
+struct Counter {
+    std::atomic<uint64_t> v{0};
+    uint64_t get() const { return v.load(std::memory_order_relaxed); }
+    void set(uint64_t x) { v.store(x, std::memory_order_relaxed); }
+    void inc() { set(get() + 1); }
+    void dec() { set(get() - 1); }
+};
+
+// Bounded multi-producer single-consumer ring of obj pointers.
+// Invariant: cell i holds a value for position p iff seq == p + 1; it is free
+// for position p iff seq == p.
+class ReturnRing {
+public:
+    explicit ReturnRing(uint32_t size) : cells_(new Cell[size]), mask_(size - 1) {
+        for (uint32_t i = 0; i < size; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+    }
+
+    // Any thread. False when the ring is full.
+    bool push(void* p) {
+        uint64_t pos = tail_.load(std::memory_order_relaxed);
+        for (;;) {
+            Cell& c = cells_[pos & mask_];
+            uint64_t seq = c.seq.load(std::memory_order_acquire);
+            auto diff = int64_t(seq - pos);
+            if (diff == 0) {
+                if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+                    c.ptr = p;
+                    c.seq.store(pos + 1, std::memory_order_release);
+                    return true;
+                }
+            } else if (diff < 0) {
+                return false; // the consumer has not freed this cell yet: full
+            } else {
+                pos = tail_.load(std::memory_order_relaxed);
+            }
+        }
+    }
+
+    // Owner core only. nullptr when empty.
+    void* pop() {
+        Cell& c = cells_[head_ & mask_];
+        if (c.seq.load(std::memory_order_acquire) != head_ + 1) return nullptr;
+        void* p = c.ptr;
+        c.seq.store(head_ + mask_ + 1, std::memory_order_release);
+        ++head_;
+        return p;
+    }
+
+private:
+    struct Cell {
+        std::atomic<uint64_t> seq;
+        void* ptr;
+    };
+    std::unique_ptr<Cell[]> cells_;
+    const uint64_t mask_;
+    alignas(64) std::atomic<uint64_t> tail_{0}; // producers
+    alignas(64) uint64_t head_ = 0;             // consumer (owner core)
+};
+
+struct alignas(64) CoreState {
+    // Hot: touched on every alloc/free of this core.
+    ZoneHeader* cur[kMaxClasses] = {}; // zone alloc() pops from, per class
+    Counter live[kMaxClasses];
+    Counter high_water[kMaxClasses];
+    // Colder.
+    Counter alloc_failed[kMaxClasses];
+    Counter remote_frees;      // frees this core sent to another core's ring
+    Counter return_ring_full;  // frees this core had to park on `deferred`
+    Counter deferred_now;      // deferred.size(), readable by stats()
+    Counter external_acquired; // Mempool objs this core turned into zbufs
+    Counter external_released; // Mempool objs released on this core
+    std::vector<ZoneHeader*> zones[kMaxClasses]; // every Slab zone this core owns
+    std::vector<void*> deferred;                 // remote frees waiting for ring space
+    std::atomic<ReturnRing*> ring{nullptr};      // created with the core's first zone
+};
+
+struct Layout {
+    uint32_t count = 0;
+    uint32_t obj_offset = 0;
+    uint32_t stack_offset = 0; // free stack (Slab) right after the ctx array
+};
+
+constexpr size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+Layout layout_for(uint32_t obj_size, ZoneKind kind) {
+    Layout l;
+    if (obj_size == 0 || obj_size > kZoneSize) return l;
+    // Objs start on a boundary of their own size's lowest set bit, clamped to
+    // [64, 4096]: 2 KiB objs never straddle a 4 KiB page, bigger ones are
+    // page-aligned, everything is cache-line aligned.
+    size_t align = std::clamp<size_t>(size_t(obj_size) & (~size_t(obj_size) + 1), 64, 4096);
+    size_t meta = sizeof(ObjCtx) + (kind == ZoneKind::Slab ? sizeof(uint32_t) : 0);
+    size_t n = (kZoneSize - sizeof(ZoneHeader)) / (obj_size + meta);
+    while (n > 0 && align_up(sizeof(ZoneHeader) + n * meta, align) + n * obj_size > kZoneSize) --n;
+    if (n == 0) return l;
+    l.count = uint32_t(n);
+    l.stack_offset = uint32_t(sizeof(ZoneHeader) + n * sizeof(ObjCtx));
+    l.obj_offset = uint32_t(align_up(sizeof(ZoneHeader) + n * meta, align));
+    return l;
+}
+
+void warn_fallback_once(int err) {
+    static std::once_flag once;
+    std::call_once(once, [err] {
+        log::get("zbuf")->warn(
+            "no hugepages for the zbuf arena (mmap MAP_HUGETLB: {}); fell back to anonymous "
+            "4 KiB-page memory (IOVA = VA, not DMA-safe)",
+            std::strerror(err));
+    });
+}
+
+} // namespace
+
+struct Arena::Impl {
+    Config cfg;
+    Backing backing = Backing::Auto;
+    std::byte* base = nullptr; // first zone
+    uint32_t nzones = 0;
+    void* map_addr = nullptr;  // what to munmap (nullptr for External)
+    size_t map_len = 0;
+    ExternalMemory ext;
+    uint32_t classes[kMaxClasses] = {};
+    unsigned nclasses = 0;
+
+    std::mutex mu;                                   // guards next_zone
+    uint32_t next_zone = 0;                          // zones [0, next_zone) are handed out
+    std::atomic<uint64_t> zones_used{0};
+    std::atomic<uint64_t> class_zones[kMaxClasses] = {};
+
+    std::unique_ptr<CoreState[]> cores{new CoreState[kMaxCores]};
+
+    // Threads without a CoreScope.
+    std::atomic<uint64_t> nocore_alloc_failed{0};
+    std::atomic<uint64_t> too_large{0};
+    std::atomic<uint64_t> nocore_remote_frees{0};
+    std::atomic<uint64_t> nocore_ring_full{0};
+    std::atomic<int64_t> nocore_external{0};
+    std::mutex orphan_mu;          // rare: unregistered thread met a full ring
+    std::vector<void*> orphans;    // guarded by orphan_mu
+    std::atomic<bool> have_orphans{false};
+
+    ZoneHeader* zone(uint32_t i) { return reinterpret_cast<ZoneHeader*>(base + size_t(i) * kZoneSize); }
+
+    uint64_t iova_of_zone(const std::byte* zva) const {
+        if (backing == Backing::External)
+            return ext.iova_of ? ext.iova_of(zva, ext.arg) : kBadIova;
+        return uint64_t(reinterpret_cast<uintptr_t>(zva)); // IOVA = VA outside DPDK
+    }
+
+    void format(ZoneHeader* z, uint32_t index, uint32_t obj_size, uint16_t cls, uint16_t owner,
+                ZoneKind kind, ReleaseFn release, void* release_arg) {
+        Layout l = layout_for(obj_size, kind);
+        std::memset(static_cast<void*>(z), 0, l.obj_offset); // header, ctx array, free stack
+        z->iova = iova_of_zone(z->base());
+        z->obj_size = obj_size;
+        z->obj_count = l.count;
+        z->obj_offset = l.obj_offset;
+        z->obj_shift = (obj_size & (obj_size - 1)) == 0 ? uint32_t(__builtin_ctz(obj_size)) : 0;
+        z->div_magic = ((uint64_t{1} << kDivShift) + obj_size - 1) / obj_size;
+        z->size_class = cls;
+        z->owner_core = owner;
+        z->kind = kind;
+        z->release = release;
+        z->release_arg = release_arg;
+        z->zone_index = index;
+        if (kind == ZoneKind::Slab) {
+            z->free_stack = reinterpret_cast<uint32_t*>(z->base() + l.stack_offset);
+            // Pop order 0, 1, 2...: consecutive allocations are adjacent in memory.
+            for (uint32_t i = 0; i < l.count; ++i) z->free_stack[i] = l.count - 1 - i;
+            z->free_top = l.count;
+        }
+        for (uint32_t i = 0; i < l.count; ++i) z->ctx()[i].owner_hint = uint16_t(owner);
+        z->magic = kZoneMagic;
+    }
+
+    // `count` consecutive unused zones, or nullptr.
+    ZoneHeader* take(uint32_t count) {
+        std::lock_guard lk(mu);
+        if (count == 0 || nzones - next_zone < count) return nullptr;
+        ZoneHeader* z = zone(next_zone);
+        next_zone += count;
+        zones_used.fetch_add(count, std::memory_order_relaxed);
+        return z;
+    }
+
+    // Slow path of alloc: a fresh zone for (core, cls).
+    ZoneHeader* take_for_core(unsigned core, unsigned cls) {
+        CoreState& cs = cores[core];
+        if (!cs.ring.load(std::memory_order_relaxed)) {
+            // Published before any obj of this core can exist (release pairs
+            // with the acquire load in remote_free).
+            cs.ring.store(new ReturnRing(cfg.return_ring_size), std::memory_order_release);
+        }
+        ZoneHeader* z = take(1);
+        if (!z) return nullptr;
+        format(z, uint32_t((z->base() - base) / kZoneSize), classes[cls], uint16_t(cls), uint16_t(core),
+               ZoneKind::Slab, nullptr, nullptr);
+        class_zones[cls].fetch_add(1, std::memory_order_relaxed);
+        cs.zones[cls].push_back(z);
+        return z;
+    }
+};
+
+namespace {
+
+Arena* g_arena = nullptr;
+Arena::Impl* g_impl = nullptr; // == g_arena->impl_, reachable from free functions
+
+// Owner core: put obj `idx` of Slab zone z back on its free stack.
+inline void free_local(ZoneHeader* z, uint32_t idx, CoreState& cs) {
+    z->free_stack[z->free_top++] = idx;
+    --z->live;
+    cs.live[z->size_class].dec();
+}
+
+// Retry the parked remote frees of `cs`; keeps those whose ring is still full.
+void flush_deferred(Arena::Impl& im, CoreState& cs) {
+    auto& d = cs.deferred;
+    size_t kept = 0;
+    for (void* p : d) {
+        ReturnRing* r = im.cores[zone_of(p)->owner_core].ring.load(std::memory_order_acquire);
+        if (r->push(p))
+            cs.remote_frees.inc();
+        else
+            d[kept++] = p;
+    }
+    d.resize(kept);
+    cs.deferred_now.set(kept);
+}
+
+// A free of Slab obj p (count already 0) by a core that does not own its zone.
+[[gnu::noinline]] void remote_free(Arena::Impl& im, void* p, unsigned owner, unsigned me) {
+    ReturnRing* r = im.cores[owner].ring.load(std::memory_order_acquire);
+    if (CRESCENT_LIKELY(me < kMaxCores)) {
+        CoreState& cs = im.cores[me];
+        if (!cs.deferred.empty()) flush_deferred(im, cs);
+        if (cs.deferred.empty() && r->push(p)) {
+            cs.remote_frees.inc();
+            return;
+        }
+        cs.return_ring_full.inc();
+        cs.deferred.push_back(p);
+        cs.deferred_now.set(cs.deferred.size());
+        return;
+    }
+    if (r->push(p)) {
+        im.nocore_remote_frees.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    im.nocore_ring_full.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lk(im.orphan_mu);
+    im.orphans.push_back(p);
+    im.have_orphans.store(true, std::memory_order_release);
+}
+
+// Frees parked by threads without a core: the owner takes its own, and pushes
+// the others on (their owners pick them up from their rings).
+void take_orphans(Arena::Impl& im, unsigned me) {
+    std::lock_guard lk(im.orphan_mu);
+    size_t kept = 0;
+    for (void* p : im.orphans) {
+        ZoneHeader* z = zone_of(p);
+        if (z->owner_core == me) {
+            free_local(z, z->index_of(p), im.cores[me]);
+            im.nocore_remote_frees.fetch_add(1, std::memory_order_relaxed);
+        } else if (!im.cores[z->owner_core].ring.load(std::memory_order_acquire)->push(p))
+            im.orphans[kept++] = p;
+        else
+            im.nocore_remote_frees.fetch_add(1, std::memory_order_relaxed);
+    }
+    im.orphans.resize(kept);
+    im.have_orphans.store(kept != 0, std::memory_order_release);
+}
+
+void drain(Arena::Impl& im, unsigned me) {
+    CoreState& cs = im.cores[me];
+    if (!cs.deferred.empty()) flush_deferred(im, cs);
+    if (CRESCENT_UNLIKELY(im.have_orphans.load(std::memory_order_acquire))) take_orphans(im, me);
+    ReturnRing* r = cs.ring.load(std::memory_order_relaxed);
+    if (!r) return;
+    while (void* p = r->pop()) {
+        ZoneHeader* z = zone_of(p);
+        free_local(z, z->index_of(p), cs);
+    }
+}
+
+inline std::byte* pop_obj(ZoneHeader* z, CoreState& cs, unsigned cls, unsigned core) {
+    uint32_t idx = z->free_stack[--z->free_top];
+    ++z->live;
+    ObjCtx& c = z->ctx()[idx];
+    c.refcnt.store(1, std::memory_order_relaxed);
+    c.owner_hint = uint16_t(core);
+    uint64_t l = cs.live[cls].get() + 1;
+    cs.live[cls].set(l);
+    if (l > cs.high_water[cls].get()) cs.high_water[cls].set(l);
+    return z->obj(idx);
+}
+
+} // namespace
+
+// --- debug checks -----------------------------------------------------------
+
+namespace detail {
+
+void bad_pointer(const void* p, const char* what) {
+    std::fprintf(stderr, "crescent zbuf: bad pointer %p: %s\n", p, what);
+    std::fflush(stderr);
+    std::abort();
+}
+
+void check_pointer(const void* p, const char* op) {
+    char msg[160];
+    auto fail = [&](const char* why) {
+        std::snprintf(msg, sizeof msg, "%s: %s", op, why);
+        bad_pointer(p, msg);
+    };
+    if (!contains(p)) fail("not inside the zbuf arena (foreign pointer)");
+    ZoneHeader* z = zone_of(p);
+    if (z->magic != kZoneMagic) fail("inside a zone that was never handed out");
+    auto off = size_t(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(z));
+    if (off < z->obj_offset) fail("inside a zone header, not an obj");
+    uint32_t idx = z->index_of(p);
+    if (idx >= z->obj_count) fail("past the last obj of its zone");
+    if (z->ctx()[idx].refcnt.load(std::memory_order_relaxed) == 0)
+        fail("refcount is already 0 (double free, or use after free)");
+}
+
+void unref_slow(ZoneHeader* z, uint32_t idx, ObjCtx& c) {
+    c.refcnt.store(0, std::memory_order_relaxed);
+    unsigned me = t_core;
+    if (CRESCENT_UNLIKELY(z->kind == ZoneKind::Mempool)) {
+        if (me < kMaxCores)
+            g_impl->cores[me].external_released.inc();
+        else
+            g_impl->nocore_external.fetch_sub(1, std::memory_order_relaxed);
+        z->release(z, idx);
+        return;
+    }
+    if (CRESCENT_LIKELY(z->owner_core == me)) {
+        free_local(z, idx, g_impl->cores[me]);
+        return;
+    }
+    remote_free(*g_impl, z->obj(idx), z->owner_core, me);
+}
+
+void note_external_acquire() {
+    unsigned me = t_core;
+    if (me < kMaxCores)
+        g_impl->cores[me].external_acquired.inc();
+    else
+        g_impl->nocore_external.fetch_add(1, std::memory_order_relaxed);
+}
+
+} // namespace detail
+
+// --- Arena ------------------------------------------------------------------
+
+Arena::Arena(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+namespace {
+
+bool validate(const Config& cfg, std::string* err) {
+    auto fail = [&](std::string m) {
+        if (err) *err = std::move(m);
+        return false;
+    };
+    if (g_arena) return fail("a zbuf arena already exists in this process");
+    if (cfg.size_classes.empty() || cfg.size_classes.size() > kMaxClasses)
+        return fail(fmt::format("need 1..{} size classes, got {}", kMaxClasses, cfg.size_classes.size()));
+    for (size_t i = 0; i < cfg.size_classes.size(); ++i) {
+        uint32_t s = cfg.size_classes[i];
+        if (s < 64 || layout_for(s, ZoneKind::Slab).count == 0)
+            return fail(fmt::format("size class {} does not fit a 2 MiB zone (64 B minimum)", s));
+        if (i > 0 && s <= cfg.size_classes[i - 1])
+            return fail("size classes must be strictly increasing");
+    }
+    uint32_t r = cfg.return_ring_size;
+    if (r < 2 || (r & (r - 1)) != 0) return fail("return_ring_size must be a power of two >= 2");
+    return true;
+}
+
+std::unique_ptr<Arena::Impl> make_impl(const Config& cfg) {
+    auto im = std::make_unique<Arena::Impl>();
+    im->cfg = cfg;
+    im->nclasses = unsigned(cfg.size_classes.size());
+    for (unsigned i = 0; i < im->nclasses; ++i) im->classes[i] = cfg.size_classes[i];
+    return im;
+}
+
+} // namespace
+
+std::unique_ptr<Arena> Arena::create(const Config& cfg, std::string* err) {
+    if (!validate(cfg, err)) return nullptr;
+    if (cfg.backing == Backing::External) {
+        if (err) *err = "Backing::External needs the ExternalMemory overload of Arena::create";
+        return nullptr;
+    }
+    auto im = make_impl(cfg);
+    size_t len = align_up(std::max<size_t>(cfg.bytes, kZoneSize), kZoneSize);
+    void* mem = MAP_FAILED;
+    if (cfg.backing == Backing::Auto || cfg.backing == Backing::Hugetlb) {
+        mem = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (21 << MAP_HUGE_SHIFT), -1, 0);
+        if (mem != MAP_FAILED) {
+            im->backing = Backing::Hugetlb;
+            im->map_addr = mem;
+            im->map_len = len;
+            im->base = static_cast<std::byte*>(mem);
+        } else if (cfg.backing == Backing::Hugetlb) {
+            if (err) *err = fmt::format("mmap MAP_HUGETLB of {} bytes: {}", len, std::strerror(errno));
+            return nullptr;
+        } else {
+            warn_fallback_once(errno);
+        }
+    }
+    if (mem == MAP_FAILED) {
+        // Over-allocate by one zone and trim both ends to a 2 MiB boundary.
+        size_t map_len = len + kZoneSize;
+        mem = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) {
+            if (err) *err = fmt::format("mmap of {} bytes: {}", map_len, std::strerror(errno));
+            return nullptr;
+        }
+        auto start = reinterpret_cast<uintptr_t>(mem);
+        uintptr_t aligned = align_up(start, kZoneSize);
+        if (aligned > start) munmap(mem, aligned - start);
+        uintptr_t tail = aligned + len, end = start + map_len;
+        if (end > tail) munmap(reinterpret_cast<void*>(tail), end - tail);
+        (void)madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE); // THP if available
+        im->backing = Backing::Anonymous;
+        im->map_addr = reinterpret_cast<void*>(aligned);
+        im->map_len = len;
+        im->base = reinterpret_cast<std::byte*>(aligned);
+    }
+    im->nzones = uint32_t(len / kZoneSize);
+    std::unique_ptr<Arena> a(new Arena(std::move(im)));
+    g_arena = a.get();
+    g_impl = a->impl_.get();
+    detail::g_region = {reinterpret_cast<uintptr_t>(g_impl->base),
+                        reinterpret_cast<uintptr_t>(g_impl->base) + len};
+    return a;
+}
+
+std::unique_ptr<Arena> Arena::create(const Config& cfg, ExternalMemory mem, std::string* err) {
+    if (!validate(cfg, err)) return nullptr;
+    auto va = reinterpret_cast<uintptr_t>(mem.va);
+    if (!mem.va || (va & (kZoneSize - 1)) != 0 || mem.len < kZoneSize) {
+        if (err) *err = "external memory must be 2 MiB aligned and hold at least one 2 MiB zone";
+        return nullptr;
+    }
+    auto im = make_impl(cfg);
+    im->backing = Backing::External;
+    im->ext = mem;
+    im->base = static_cast<std::byte*>(mem.va);
+    im->nzones = uint32_t(mem.len / kZoneSize);
+    size_t len = size_t(im->nzones) * kZoneSize;
+    std::unique_ptr<Arena> a(new Arena(std::move(im)));
+    g_arena = a.get();
+    g_impl = a->impl_.get();
+    detail::g_region = {va, va + len};
+    return a;
+}
+
+Arena* Arena::current() { return g_arena; }
+
+Arena::~Arena() {
+    uint64_t left = live();
+    if (left != 0)
+        log::get("zbuf")->warn("arena destroyed with {} objs still live (leaked zbufs)", left);
+    for (unsigned i = 0; i < kMaxCores; ++i) delete impl_->cores[i].ring.load(std::memory_order_relaxed);
+    if (impl_->map_addr) munmap(impl_->map_addr, impl_->map_len);
+    if (impl_->backing == Backing::External && impl_->ext.free) impl_->ext.free(impl_->ext.arg);
+    detail::g_region = {};
+    g_arena = nullptr;
+    g_impl = nullptr;
+}
+
+Zbuf Arena::alloc(size_t size) {
+    Impl& im = *impl_;
+    unsigned core = t_core;
+    unsigned cls = 0;
+    while (cls < im.nclasses && size > im.classes[cls]) ++cls;
+    if (CRESCENT_LIKELY(cls < im.nclasses && core < kMaxCores)) {
+        CoreState& cs = im.cores[core];
+        ZoneHeader* z = cs.cur[cls];
+        if (CRESCENT_LIKELY(z != nullptr && z->free_top != 0)) return Zbuf(pop_obj(z, cs, cls, core));
+    }
+    return alloc_slow(size);
+}
+
+// Everything alloc() does not do inline: misses of the current zone, a fresh
+// zone, exhaustion, bad sizes, threads without a core.
+[[gnu::noinline]] Zbuf Arena::alloc_slow(size_t size) {
+    Impl& im = *impl_;
+    unsigned core = t_core;
+    unsigned cls = 0;
+    while (cls < im.nclasses && size > im.classes[cls]) ++cls;
+    if (cls == im.nclasses) {
+        im.too_large.fetch_add(1, std::memory_order_relaxed);
+        return {};
+    }
+    if (core >= kMaxCores) {
+        static std::once_flag once;
+        std::call_once(once, [] {
+            log::get("zbuf")->error("zbuf alloc from a thread without a CoreScope: failing it (counted)");
+        });
+        im.nocore_alloc_failed.fetch_add(1, std::memory_order_relaxed);
+        return {};
+    }
+    CoreState& cs = im.cores[core];
+    // 1. Frees other cores sent back.
+    drain(im, core);
+    ZoneHeader* z = cs.cur[cls];
+    if (!z || z->free_top == 0) {
+        // 2. Another zone of ours with free objs, 3. a fresh zone.
+        z = nullptr;
+        for (ZoneHeader* o : cs.zones[cls])
+            if (o->free_top != 0) { z = o; break; }
+        if (!z) z = im.take_for_core(core, cls);
+        if (!z) {
+            cs.alloc_failed[cls].inc();
+            return {};
+        }
+        cs.cur[cls] = z;
+    }
+    return Zbuf(pop_obj(z, cs, cls, core));
+}
+
+ZoneHeader* Arena::take_zone(uint32_t obj_size, ZoneKind kind, ReleaseFn release, void* release_arg) {
+    return take_zones(1, obj_size, kind, release, release_arg);
+}
+
+ZoneHeader* Arena::take_zones(uint32_t count, uint32_t obj_size, ZoneKind kind, ReleaseFn release,
+                              void* release_arg) {
+    if (layout_for(obj_size, kind).count == 0) return nullptr;
+    if (kind == ZoneKind::Mempool && !release) return nullptr;
+    ZoneHeader* first = impl_->take(count);
+    if (!first) return nullptr;
+    auto first_index = uint32_t((first->base() - impl_->base) / kZoneSize);
+    for (uint32_t i = 0; i < count; ++i) {
+        auto* z = reinterpret_cast<ZoneHeader*>(first->base() + size_t(i) * kZoneSize);
+        // Integration zones belong to no core and no size class; Slab zones
+        // taken this way are freed through the return ring of no one, so only
+        // Mempool zones make sense for integrations.
+        impl_->format(z, first_index + i, obj_size, uint16_t(kMaxClasses), uint16_t(kNoCore), kind,
+                      release, release_arg);
+    }
+    return first;
+}
+
+uint32_t Arena::objs_per_zone(uint32_t obj_size, ZoneKind kind) { return layout_for(obj_size, kind).count; }
+
+void Arena::drain_returns() {
+    unsigned me = t_core;
+    if (me < kMaxCores) drain(*impl_, me);
+}
+
+Stats Arena::stats() const {
+    const Impl& im = *impl_;
+    Stats s;
+    s.backing = im.backing;
+    s.bytes = size_t(im.nzones) * kZoneSize;
+    s.zones_total = im.nzones;
+    s.zones_used = im.zones_used.load(std::memory_order_relaxed);
+    s.alloc_too_large = im.too_large.load(std::memory_order_relaxed);
+    s.remote_frees = im.nocore_remote_frees.load(std::memory_order_relaxed);
+    s.return_ring_full = im.nocore_ring_full.load(std::memory_order_relaxed);
+    int64_t ext = im.nocore_external.load(std::memory_order_relaxed);
+    s.classes.resize(im.nclasses);
+    for (unsigned c = 0; c < im.nclasses; ++c) {
+        ClassStats& cs = s.classes[c];
+        cs.obj_size = im.classes[c];
+        cs.zones = im.class_zones[c].load(std::memory_order_relaxed);
+        cs.capacity = cs.zones * layout_for(cs.obj_size, ZoneKind::Slab).count;
+    }
+    if (!s.classes.empty()) s.classes[0].alloc_failed += im.nocore_alloc_failed.load(std::memory_order_relaxed);
+    for (unsigned k = 0; k < kMaxCores; ++k) {
+        const CoreState& core = im.cores[k];
+        for (unsigned c = 0; c < im.nclasses; ++c) {
+            ClassStats& cs = s.classes[c];
+            uint64_t l = core.live[c].get();
+            cs.live += l;
+            cs.live_per_core[k] = l;
+            cs.high_water += core.high_water[c].get();
+            cs.alloc_failed += core.alloc_failed[c].get();
+        }
+        s.remote_frees += core.remote_frees.get();
+        s.return_ring_full += core.return_ring_full.get();
+        s.deferred += core.deferred_now.get();
+        ext += int64_t(core.external_acquired.get() - core.external_released.get());
+    }
+    s.external_live = uint64_t(std::max<int64_t>(ext, 0));
+    return s;
+}
+
+uint64_t Arena::live() const { return stats().live_total(); }
+
+const Config& Arena::config() const { return impl_->cfg; }
+
+Backing Arena::backing() const { return impl_->backing; }
+
+// --- cores ------------------------------------------------------------------
+
+CoreScope::CoreScope(unsigned id) : id_(id), prev_(t_core) {
+    if (id >= kMaxCores) {
+        std::fprintf(stderr, "crescent zbuf: CoreScope(%u): core ids are 0..%u\n", id, kMaxCores - 1);
+        std::abort();
+    }
+    if constexpr (kDebugChecks) {
+        uint64_t bit = uint64_t{1} << id;
+        if (id != prev_ && (g_core_ids_in_use.fetch_or(bit) & bit) != 0) {
+            std::fprintf(stderr, "crescent zbuf: CoreScope(%u): core id already used by another live scope\n", id);
+            std::abort();
+        }
+    }
+    t_core = id;
+}
+
+CoreScope::~CoreScope() {
+    if constexpr (kDebugChecks) {
+        if (id_ != prev_) g_core_ids_in_use.fetch_and(~(uint64_t{1} << id_));
+    }
+    t_core = prev_;
+}
+
+unsigned current_core() { return t_core; }
+
+} // namespace crescent::zbuf
