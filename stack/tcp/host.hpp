@@ -69,7 +69,8 @@ public:
     // --- listeners (RFC 9293 §3.10.1 passive OPEN) ---
     // `backlog` bounds half-open + not-yet-accepted connections.
     ListenResult listen(uint16_t port, uint32_t backlog);
-    void unlisten(uint16_t port);  // pending (unaccepted) connections are reset
+    // Stop listening; pending (unaccepted) connections are reset.
+    void unlisten(uint16_t port, Instant now, Actions& out);
     // Next established connection of the listener on `port`, if any.
     std::optional<ConnId> accept(uint16_t port);
 

@@ -263,6 +263,11 @@ enum class SendResult : uint8_t {
     InvalidState,   // not connected yet, or this direction is closed
 };
 
+// RFC 9293 §3.10.7.1: the reset answering segment `in` (with `payload_len`
+// bytes) that reached no connection. Returns false when no reset may be sent
+// (the segment is itself a RST).
+bool reset_for(const TcpRepr& in, size_t payload_len, TcpRepr* out);
+
 class TcbTestAccess;
 
 class Tcb {
@@ -328,7 +333,12 @@ public:
     bool has_pending_output() const;  // a flush() would emit something
 
 private:
-    friend class TcbTestAccess;
+    friend // RFC 9293 §3.10.7.1: the reset answering segment `in` (with `payload_len`
+// bytes) that reached no connection. Returns false when no reset may be sent
+// (the segment is itself a RST).
+bool reset_for(const TcpRepr& in, size_t payload_len, TcpRepr* out);
+
+class TcbTestAccess;
     // Out-of-line slow path: everything the fast-path predicate rejects.
     [[gnu::noinline]] void segment_slow(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now,
                                         Actions& out);
@@ -371,6 +381,14 @@ private:
     void update_deadline();
     uint32_t ts_now(Instant now) const;
     void push_event(EventKind k, Actions& out, CloseReason r = CloseReason::None, uint32_t bytes = 0);
+    bool locate(SeqNum seq, uint32_t* idx, uint32_t* off);
+    Slice& sq_at(uint32_t i) { return sq_[(sq_head_ + i) & (uint32_t(sq_.size()) - 1)]; }
+    void synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now, Actions& out);
+    void syn_sent_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now, Actions& out);
+    void ack_advanced(const TcpRepr& seg, Instant now, Actions& out);
+    bool wants_ecn() const;
+    SeqNum data_end() const { return sq_seq_ + snd_queued_; }
+    bool can_send_data() const;
 
     Config cfg_;
     ConnId id_;
@@ -405,8 +423,10 @@ private:
     SeqNum sq_seq_;              // sequence number of the first queued byte
     uint32_t snd_queued_ = 0;    // bytes in sq_ (invariant: == sum of slice sizes <= cfg_.snd_buf)
     // Cursor to the slice containing snd.nxt (fast output without a walk).
+    // Valid iff cur_valid_; otherwise found again by a walk from the head.
     uint32_t cur_idx_ = 0, cur_off_ = 0;
     SeqNum cur_seq_;
+    bool cur_valid_ = false;
 
     // Congestion control and loss recovery.
     CongestionControl cc_;
@@ -432,6 +452,7 @@ private:
     Instant ts_recent_age_;
     uint32_t ts_offset_ = 0;
 
+    bool ws_ok_ = false;         // both sides sent the window scale option
     bool sack_ok_ = false;
     bool ecn_ok_ = false;
     bool ce_pending_ = false;    // classic: echo ECE until CWR; DCTCP: CE state of the last segment
@@ -441,12 +462,16 @@ private:
     uint32_t delack_segs_ = 0;   // full segments received since the last ACK
     bool ack_now_ = false;       // an ACK must go out at the end of this call
     bool fin_received_ = false;
+    bool window_update_due_ = false; // consume() opened the window enough to tell the peer
+    SeqNum last_ack_sent_;           // RFC 7323 §4.3 Last.ACK.sent
+    std::vector<Slice> reasm_out_;   // scratch for Reassembly::pop_in_order (keeps capacity)
 
     // Application side.
     bool fin_queued_ = false;    // shutdown_write() called
     bool fin_sent_ = false;
     bool app_closed_ = false;    // close() called
     bool want_writable_ = false; // a send() was refused
+    bool closed_reported_ = false; // the Closed event went out
 
     // Timers (Instant::never() when disarmed). deadline_ = min of them.
     Instant rto_at_ = Instant::never();       // retransmission (or SYN) timer

@@ -1,0 +1,1583 @@
+// crescent — the sans-IO TCP control block. See tcb.hpp for the RFC list.
+//
+// Layout of this file:
+//   1. names, helpers
+//   2. construction, opening (connect / accept_syn / accept_cookie)
+//   3. on_segment: the fast-path predicate and the fast path
+//   4. the slow path: RFC 9293 §3.10.7.3 (SYN-SENT) and §3.10.7.4 (other states)
+//   5. ACK processing: RTT (RFC 6298 / 7323), SACK, recovery (RFC 6675 / 6582), ECN
+//   6. receiving data: reassembly, delayed ACK, FIN
+//   7. output: segmentation, SWS avoidance, Nagle, recovery transmissions
+//   8. timers: RTO, persist, delayed ACK, keepalive, TIME-WAIT, FIN-WAIT-2
+//   9. application calls
+#include "stack/tcp/tcb.hpp"
+
+#include <algorithm>
+#include <cassert>
+
+namespace crescent::tcp {
+
+using namespace wire::tcp_flags;
+using std::chrono::duration_cast;
+
+namespace {
+
+// RFC 7323 §5.5: TS.Recent is invalid after a long idle time. Our own
+// timestamp clock ticks in microseconds (as Linux's usec TS option), so a
+// crescent peer's clock wraps half-way after ~35 minutes: invalidate earlier
+// than the RFC's 24 days (the safe direction: PAWS then accepts).
+constexpr Duration kPawsIdle = std::chrono::minutes(30);
+constexpr uint32_t kTsOptLen = 12;   // NOP NOP TS(10)
+constexpr uint16_t kDefaultMss = 536; // RFC 9293 §3.7.1
+constexpr uint8_t kEcnCe = 3, kEcnEct0 = 2;
+
+bool synchronized(State s) {
+    switch (s) {
+    case State::Closed:
+    case State::Listen:
+    case State::SynSent:
+        return false;
+    case State::SynReceived:
+    case State::Established:
+    case State::FinWait1:
+    case State::FinWait2:
+    case State::CloseWait:
+    case State::Closing:
+    case State::LastAck:
+    case State::TimeWait:
+        return true;
+    }
+    return false;
+}
+
+uint8_t rcv_wscale_for(uint32_t buf) {
+    uint8_t s = 0;
+    while (s < 14 && (buf >> s) > 0xffff) ++s;
+    return s;
+}
+
+} // namespace
+
+std::string_view state_name(State s) {
+    switch (s) {
+    case State::Closed: return "CLOSED";
+    case State::Listen: return "LISTEN";
+    case State::SynSent: return "SYN-SENT";
+    case State::SynReceived: return "SYN-RECEIVED";
+    case State::Established: return "ESTABLISHED";
+    case State::FinWait1: return "FIN-WAIT-1";
+    case State::FinWait2: return "FIN-WAIT-2";
+    case State::CloseWait: return "CLOSE-WAIT";
+    case State::Closing: return "CLOSING";
+    case State::LastAck: return "LAST-ACK";
+    case State::TimeWait: return "TIME-WAIT";
+    }
+    return "?";
+}
+
+std::string_view close_reason_name(CloseReason r) {
+    switch (r) {
+    case CloseReason::None: return "none";
+    case CloseReason::Normal: return "normal";
+    case CloseReason::ResetByPeer: return "reset by peer";
+    case CloseReason::Refused: return "refused";
+    case CloseReason::ConnectTimeout: return "connect timeout";
+    case CloseReason::RetransmitTimeout: return "retransmission timeout";
+    case CloseReason::KeepaliveTimeout: return "keepalive timeout";
+    case CloseReason::FinWait2Timeout: return "FIN-WAIT-2 timeout";
+    case CloseReason::AbortedLocally: return "aborted locally";
+    }
+    return "?";
+}
+
+bool reset_for(const TcpRepr& in, size_t payload_len, TcpRepr* out) {
+    if (in.has(RST)) return false;
+    *out = TcpRepr{};
+    out->src_port = in.dst_port;
+    out->dst_port = in.src_port;
+    if (in.has(ACK)) {
+        // <SEQ=SEG.ACK><CTL=RST>
+        out->seq = in.ack;
+        out->flags = RST;
+    } else {
+        // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>
+        out->seq = SeqNum(0);
+        out->ack = in.seq + in.seg_len(payload_len);
+        out->flags = RST | ACK;
+    }
+    return true;
+}
+
+// ============================================================================
+// 2. construction and opening
+
+Tcb::Tcb(const Config& cfg, ConnId id, Endpoints ep)
+    : cfg_(cfg), id_(id), ep_(ep), cc_(cfg.cc, cfg.mss, Instant::zero()), rto_(cfg.initial_rto),
+      reasm_(cfg.reassembly) {
+    sq_.resize(16);
+    reasm_out_.reserve(16);
+}
+
+Tcb::~Tcb() = default;
+
+bool Tcb::wants_ecn() const {
+    switch (cfg_.ecn) {
+    case EcnMode::Off: return false;
+    case EcnMode::CcDefault: return cc_.wants_ecn();
+    case EcnMode::On: return true;
+    }
+    return false;
+}
+
+uint32_t Tcb::ts_now(Instant now) const { return uint32_t(now.nanos() / 1000) + ts_offset_; }
+
+void Tcb::push_event(EventKind k, Actions& out, CloseReason r, uint32_t bytes) {
+    out.events.push_back(Event{id_, k, r, bytes, 0});
+}
+
+void Tcb::connect(SeqNum iss, Instant now, Actions& out) {
+    assert(state_ == State::Closed);
+    snd_.iss = iss;
+    snd_.una = iss;
+    snd_.nxt = iss;
+    snd_.max = iss;
+    sq_seq_ = iss + 1;
+    ts_offset_ = iss.raw() * 2654435761u;
+    rcv_.wscale = cfg_.window_scale ? rcv_wscale_for(cfg_.rcv_buf) : 0;
+    last_rx_ = now;
+    state_ = State::SynSent;
+    send_syn(false, now, out);
+    update_deadline();
+}
+
+// Negotiation from the peer's SYN (or SYN-ACK): RFC 9293 §3.7.1 MSS,
+// RFC 7323 §2.2 / §3.2 window scale and timestamps, RFC 2018 §2 SACK-permitted,
+// RFC 3168 §6.1.1 ECN setup.
+void Tcb::negotiate(const TcpRepr& syn, uint8_t /*ip_ecn*/) {
+    uint16_t peer_mss = syn.opts.mss.value_or(kDefaultMss);
+    if (peer_mss < 64) peer_mss = 64; // refuse absurd MSS (resource exhaustion, CVE-2019-11477 spirit)
+    uint32_t mss = std::min<uint32_t>(peer_mss, cfg_.mss);
+    ws_ok_ = cfg_.window_scale && syn.opts.wscale.has_value();
+    if (ws_ok_) {
+        snd_.wscale = std::min<uint8_t>(*syn.opts.wscale, 14); // RFC 7323 §2.3
+        rcv_.wscale = rcv_wscale_for(cfg_.rcv_buf);
+    } else {
+        snd_.wscale = 0;
+        rcv_.wscale = 0;
+    }
+    sack_ok_ = cfg_.sack && syn.opts.sack_permitted;
+    ts_ok_ = cfg_.timestamps && syn.opts.ts.has_value();
+    if (ts_ok_) {
+        ts_recent_ = syn.opts.ts->tsval;
+        mss -= kTsOptLen; // RFC 7323 §3.2 / RFC 6691: options come out of the payload
+    }
+    snd_.mss = mss;
+    cc_.set_mss(mss);
+}
+
+void Tcb::accept_syn(const TcpRepr& syn, uint8_t ip_ecn, SeqNum iss, Instant now, Actions& out) {
+    assert(state_ == State::Closed);
+    // RFC 9293 §3.10.7.2 third: RCV.NXT = SEG.SEQ+1, IRS = SEG.SEQ, ISS chosen,
+    // send <SEQ=ISS><ACK=RCV.NXT><CTL=SYN,ACK>, SND.NXT = ISS+1, SND.UNA = ISS.
+    rcv_.irs = syn.seq;
+    rcv_.nxt = syn.seq + 1;
+    rcv_.adv = rcv_.nxt;
+    snd_.iss = iss;
+    snd_.una = iss;
+    snd_.nxt = iss;
+    snd_.max = iss;
+    sq_seq_ = iss + 1;
+    ts_offset_ = iss.raw() * 2654435761u;
+    negotiate(syn, ip_ecn);
+    // RFC 3168 §6.1.1: a SYN with ECE and CWR asks for ECN.
+    ecn_ok_ = wants_ecn() && syn.has(ECE) && syn.has(CWR);
+    // The SYN's window is never scaled (RFC 7323 §2.2).
+    snd_.wnd = syn.window;
+    snd_.max_wnd = snd_.wnd;
+    snd_.wl1 = syn.seq;
+    snd_.wl2 = iss;
+    last_ack_sent_ = rcv_.nxt;
+    ts_recent_age_ = now;
+    last_rx_ = now;
+    state_ = State::SynReceived;
+    send_syn(true, now, out);
+    update_deadline();
+}
+
+void Tcb::accept_cookie(const CookieParams& p, const TcpRepr& ack, Instant now, Actions& out) {
+    assert(state_ == State::Closed);
+    rcv_.irs = p.irs;
+    rcv_.nxt = p.irs + 1;
+    rcv_.adv = rcv_.nxt;
+    snd_.iss = p.iss;
+    snd_.una = p.iss + 1;
+    snd_.nxt = p.iss + 1;
+    snd_.max = p.iss + 1;
+    sq_seq_ = p.iss + 1;
+    ts_offset_ = p.iss.raw() * 2654435761u;
+    uint32_t mss = std::min<uint32_t>(std::max<uint16_t>(p.peer_mss, 64), cfg_.mss);
+    ws_ok_ = cfg_.window_scale && p.peer_wscale.has_value();
+    if (ws_ok_) {
+        snd_.wscale = std::min<uint8_t>(*p.peer_wscale, 14);
+        rcv_.wscale = rcv_wscale_for(cfg_.rcv_buf);
+    }
+    sack_ok_ = cfg_.sack && p.sack_ok;
+    ts_ok_ = cfg_.timestamps && p.ts_ok && ack.opts.ts.has_value();
+    if (ts_ok_) {
+        ts_recent_ = ack.opts.ts->tsval;
+        mss -= kTsOptLen;
+    }
+    ecn_ok_ = wants_ecn() && p.ecn_ok;
+    snd_.mss = mss;
+    cc_.set_mss(mss);
+    snd_.wnd = uint32_t(ack.window) << snd_.wscale;
+    snd_.max_wnd = snd_.wnd;
+    snd_.wl1 = ack.seq;
+    snd_.wl2 = ack.ack;
+    last_ack_sent_ = rcv_.nxt;
+    ts_recent_age_ = now;
+    last_rx_ = now;
+    state_ = State::Established;
+    push_event(EventKind::Connected, out);
+    if (cfg_.keepalive.enabled) keepalive_at_ = now + cfg_.keepalive.idle;
+    update_deadline();
+}
+
+// ============================================================================
+// 3. on_segment and the fast path
+
+// The one predicate in front of the slow path (Caladan style): ESTABLISHED,
+// the expected sequence number, only ACK (+PSH), the ACK inside
+// [snd.una, snd.max], the window unchanged, no out-of-order / SACK / recovery
+// state, no ECN marks, PAWS trivially passed, the data fits the window.
+bool Tcb::fast_path_ok(const TcpRepr& seg, size_t len) const {
+    return state_ == State::Established && (seg.flags & ~PSH) == ACK && seg.seq == rcv_.nxt &&
+           seg.ack - snd_.una >= 0 && seg.ack - snd_.max <= 0 && (uint32_t(seg.window) << snd_.wscale) == snd_.wnd &&
+           !in_recovery_ && dupacks_ == 0 && reasm_.empty() && sb_.empty() && seg.opts.sack_count == 0 &&
+           (!ts_ok_ || (seg.opts.ts && int32_t(seg.opts.ts->tsval - ts_recent_) >= 0)) &&
+           len <= uint32_t(rcv_.adv - rcv_.nxt) && !app_closed_ && !ce_pending_ && snd_.wnd != 0;
+}
+
+void Tcb::on_segment(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now, Actions& out) {
+    ++st_.segs_in;
+    if (fast_path_ok(seg, payload.size()) && (ip_ecn & kEcnCe) != kEcnCe) [[likely]] {
+        fast_path(seg, std::move(payload), now, out);
+        return;
+    }
+    segment_slow(seg, ip_ecn, std::move(payload), now, out);
+}
+
+void Tcb::fast_path(const TcpRepr& seg, Slice payload, Instant now, Actions& out) {
+    ++st_.fast_path;
+    last_rx_ = now;
+    if (ts_ok_ && seg.seq - last_ack_sent_ <= 0) { // RFC 7323 §4.3
+        ts_recent_ = seg.opts.ts->tsval;
+        ts_recent_age_ = now;
+    }
+    bool advanced = seg.ack != snd_.una;
+    if (advanced) ack_advanced(seg, now, out);
+    if (!payload.empty()) {
+        uint32_t n = uint32_t(payload.size());
+        rcv_.nxt += n;
+        rcv_.unread += n;
+        st_.bytes_in += n;
+        out.readable.push_back(Readable{id_, std::move(payload)});
+        ack_received_data(true, false, now, out);
+    }
+    if (advanced || ack_now_) output(now, out);
+    update_deadline();
+}
+
+// ============================================================================
+// 4. the slow path
+
+void Tcb::segment_slow(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now, Actions& out) {
+    switch (state_) {
+    case State::Closed: {
+        // RFC 9293 §3.10.7.1: all data discarded; a RST answers anything but a RST.
+        TcpRepr r;
+        if (reset_for(seg, payload.size(), &r)) {
+            OutSegment o;
+            o.conn = id_;
+            o.src = ep_.local_ip;
+            o.dst = ep_.remote_ip;
+            o.repr = r;
+            out.segments.push_back(o);
+            ++st_.segs_out;
+        }
+        break;
+    }
+    case State::Listen:
+        // Listening is the Host's job (backlog, cookies); a lone Tcb never listens.
+        ++st_.drop_not_acceptable;
+        break;
+    case State::SynSent:
+        syn_sent_arrives(seg, ip_ecn, std::move(payload), now, out);
+        break;
+    case State::SynReceived:
+    case State::Established:
+    case State::FinWait1:
+    case State::FinWait2:
+    case State::CloseWait:
+    case State::Closing:
+    case State::LastAck:
+    case State::TimeWait:
+        synchronized_arrives(seg, ip_ecn, std::move(payload), now, out);
+        break;
+    }
+    update_deadline();
+}
+
+// RFC 9293 §3.10.7.3 "If the state is SYN-SENT".
+void Tcb::syn_sent_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now, Actions& out) {
+    // first: check the ACK bit.
+    bool ack_ok = false;
+    if (seg.has(ACK)) {
+        // 1. SEG.ACK =< ISS or SEG.ACK > SND.NXT: <SEQ=SEG.ACK><CTL=RST> (unless RST), drop.
+        if (seg.ack - snd_.iss <= 0 || seg.ack - snd_.max > 0) {
+            if (!seg.has(RST)) send_rst(seg.ack, out);
+            ++st_.drop_bad_ack;
+            return;
+        }
+        // 2. SND.UNA < SEG.ACK =< SND.NXT: acceptable.
+        ack_ok = true;
+    }
+    // second: check the RST bit (RFC 5961 §3: only with an acceptable ACK).
+    if (seg.has(RST)) {
+        if (ack_ok) {
+            to_closed(CloseReason::Refused, out);
+        } else {
+            ++st_.drop_rst_invalid;
+        }
+        return;
+    }
+    // third: security (not implemented: no IP security compartments).
+    // fourth: check the SYN bit.
+    if (!seg.has(SYN)) {
+        // fifth: neither SYN nor RST: drop.
+        ++st_.drop_not_acceptable;
+        return;
+    }
+    last_rx_ = now;
+    rcv_.irs = seg.seq;
+    rcv_.nxt = seg.seq + 1;
+    rcv_.adv = rcv_.nxt;
+    negotiate(seg, ip_ecn);
+    // RFC 3168 §6.1.1: a SYN-ACK with ECE (and not CWR) accepts our ECN setup SYN.
+    ecn_ok_ = wants_ecn() && seg.has(ECE) && !seg.has(CWR);
+    if (ts_ok_) ts_recent_age_ = now;
+    last_ack_sent_ = rcv_.nxt;
+    if (ack_ok) {
+        // Our SYN is acknowledged: ESTABLISHED, <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>.
+        snd_.una = seg.ack;
+        if (rtt_timing_ && seg.ack - rtt_seq_ >= 0) {
+            rtt_timing_ = false;
+            if (!(ts_ok_ && seg.opts.ts && seg.opts.ts->tsecr != 0)) rtt_sample(now - rtt_start_);
+        }
+        if (ts_ok_ && seg.opts.ts && seg.opts.ts->tsecr != 0 && backoff_ == 0)
+            rtt_sample(std::chrono::microseconds(ts_now(now) - seg.opts.ts->tsecr));
+        backoff_ = 0;
+        rto_at_ = Instant::never();
+        snd_.wnd = uint32_t(seg.window) << snd_.wscale;
+        snd_.max_wnd = snd_.wnd;
+        snd_.wl1 = seg.seq;
+        snd_.wl2 = seg.ack;
+        state_ = State::Established;
+        push_event(EventKind::Connected, out);
+        if (cfg_.keepalive.enabled) keepalive_at_ = now + cfg_.keepalive.idle;
+        ack_now_ = true;
+        if (fin_queued_) state_ = State::FinWait1;  // shutdown_write() during the handshake
+        // Data or FIN on the SYN-ACK (sixth / seventh / eighth steps).
+        uint32_t len = uint32_t(payload.size());
+        if (len > 0) receive_data(seg, seg.seq, std::move(payload), now, out);
+        if (seg.has(FIN) && seg.seq + 1 + len == rcv_.nxt) on_fin_received(now, out);
+        output(now, out);
+    } else {
+        // Simultaneous open: SYN-RECEIVED, <SEQ=ISS><ACK=RCV.NXT><CTL=SYN,ACK>.
+        snd_.wnd = seg.window; // unscaled in a SYN
+        snd_.max_wnd = snd_.wnd;
+        snd_.wl1 = seg.seq;
+        state_ = State::SynReceived;
+        rto_ = cfg_.initial_rto;
+        backoff_ = 0;
+        send_syn(true, now, out);
+    }
+}
+
+bool Tcb::check_seq_acceptable(const TcpRepr& seg, uint32_t len) const {
+    // RFC 9293 §3.10.7.4 first: the four cases, against the window we advertised.
+    int32_t w = rcv_.adv - rcv_.nxt;
+    uint32_t wnd = w > 0 ? uint32_t(w) : 0;
+    if (len == 0) {
+        if (wnd == 0) return seg.seq == rcv_.nxt;
+        return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd);
+    }
+    if (wnd == 0) return false;
+    return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd) || seq_in(seg.seq + (len - 1), rcv_.nxt, rcv_.nxt + wnd);
+}
+
+bool Tcb::challenge_ack(Instant now, Actions& out) {
+    // RFC 5961 §7: rate-limit challenge ACKs.
+    if (now - chack_window_start_ >= cfg_.challenge_ack_interval) {
+        chack_window_start_ = now;
+        chack_count_ = 0;
+    }
+    if (chack_count_ >= cfg_.challenge_ack_limit) {
+        ++st_.challenge_acks_suppressed;
+        return false;
+    }
+    ++chack_count_;
+    ++st_.challenge_acks;
+    send_ack(now, out);
+    return true;
+}
+
+// RFC 9293 §3.10.7.4 "Otherwise" (SYN-RECEIVED and every later state).
+void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now, Actions& out) {
+    uint32_t len = uint32_t(payload.size());
+    uint32_t seg_len = seg.seg_len(len);
+
+    // RFC 7323 §5.3 R1: PAWS before the sequence check (not for RST, R1 note).
+    if (ts_ok_ && seg.opts.ts && !seg.has(RST)) {
+        if (int32_t(seg.opts.ts->tsval - ts_recent_) < 0 && now - ts_recent_age_ < kPawsIdle) {
+            ++st_.drop_paws;
+            send_ack(now, out);
+            return;
+        }
+    }
+
+    // first: check the sequence number.
+    if (!check_seq_acceptable(seg, seg_len)) {
+        ++st_.drop_not_acceptable;
+        if (!seg.has(RST)) {
+            // <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>; in TIME-WAIT a retransmitted
+            // FIN also restarts the 2 MSL timer (RFC 9293 §3.10.7.4 eighth).
+            if (state_ == State::TimeWait && seg.has(FIN)) state_at_ = now + cfg_.time_wait;
+            send_ack(now, out);
+        }
+        return;
+    }
+    last_rx_ = now;
+    keepalive_probes_ = 0;
+
+    // second: check the RST bit (RFC 5961 §3.2).
+    if (seg.has(RST)) {
+        if (seg.seq != rcv_.nxt) {
+            // In the window but not exact: challenge ACK.
+            challenge_ack(now, out);
+            return;
+        }
+        switch (state_) {
+        case State::SynReceived:
+            // Passive open: back to LISTEN — for us, the Host drops the embryo.
+            // Active (simultaneous) open: connection refused.
+            to_closed(CloseReason::Refused, out);
+            return;
+        case State::Established:
+        case State::FinWait1:
+        case State::FinWait2:
+        case State::CloseWait:
+            to_closed(CloseReason::ResetByPeer, out);
+            return;
+        case State::Closing:
+        case State::LastAck:
+            to_closed(CloseReason::ResetByPeer, out);
+            return;
+        case State::TimeWait:
+            // RFC 1337 TIME-WAIT assassination: ignore RSTs in TIME-WAIT.
+            ++st_.drop_rst_invalid;
+            return;
+        case State::Closed:
+        case State::Listen:
+        case State::SynSent:
+            return; // not reached
+        }
+    }
+
+    // third: security/compartment — not implemented.
+
+    // fourth: check the SYN bit. RFC 5961 §4.2: any SYN in a synchronized
+    // state gets a challenge ACK and is dropped.
+    if (seg.has(SYN)) {
+        challenge_ack(now, out);
+        return;
+    }
+
+    // fifth: check the ACK field.
+    if (!seg.has(ACK)) {
+        ++st_.drop_no_ack;
+        return;
+    }
+    // RFC 5961 §5.2 ACK validity: (SND.UNA - MAX.SND.WND) =< SEG.ACK =< SND.NXT.
+    if (seg.ack - snd_.max > 0) {
+        ++st_.drop_bad_ack;
+        send_ack(now, out);
+        return;
+    }
+    if (seg.ack - (snd_.una - std::max<uint32_t>(snd_.max_wnd, 1)) < 0) {
+        ++st_.drop_bad_ack;
+        challenge_ack(now, out);
+        return;
+    }
+    if (state_ == State::SynReceived) {
+        // SND.UNA < SEG.ACK =< SND.NXT: ESTABLISHED, take the window.
+        if (seg.ack - snd_.una > 0) {
+            state_ = fin_queued_ ? State::FinWait1 : State::Established;
+            snd_.wnd = uint32_t(seg.window) << snd_.wscale;
+            snd_.max_wnd = std::max(snd_.max_wnd, snd_.wnd);
+            snd_.wl1 = seg.seq;
+            snd_.wl2 = seg.ack;
+            push_event(EventKind::Connected, out);
+            if (cfg_.keepalive.enabled) keepalive_at_ = now + cfg_.keepalive.idle;
+        } else {
+            // <SEQ=SEG.ACK><CTL=RST>
+            send_rst(seg.ack, out);
+            return;
+        }
+    }
+    // RFC 7323 §4.3: TS.Recent from a segment that is in order up to Last.ACK.sent.
+    if (ts_ok_ && seg.opts.ts && seg.seq - last_ack_sent_ <= 0 &&
+        int32_t(seg.opts.ts->tsval - ts_recent_) >= 0) {
+        ts_recent_ = seg.opts.ts->tsval;
+        ts_recent_age_ = now;
+    }
+    if (!process_ack(seg, len, now, out)) return;
+
+    // Our FIN acknowledged?
+    bool fin_acked = fin_sent_ && snd_.una == data_end() + 1;
+    switch (state_) {
+    case State::FinWait1:
+        if (fin_acked) {
+            state_ = State::FinWait2;
+            if (app_closed_ && cfg_.fin_wait2_timeout.count() > 0) state_at_ = now + cfg_.fin_wait2_timeout;
+        }
+        break;
+    case State::Closing:
+        if (fin_acked) enter_time_wait(now, out);
+        break;
+    case State::LastAck:
+        if (fin_acked) {
+            to_closed(CloseReason::Normal, out);
+            return;
+        }
+        break;
+    case State::TimeWait:
+        // Only a retransmitted FIN can arrive here: handled below (eighth).
+        break;
+    case State::Established:
+    case State::FinWait2:
+    case State::CloseWait:
+    case State::SynReceived:
+    case State::Closed:
+    case State::Listen:
+    case State::SynSent:
+        break;
+    }
+
+    // sixth: URG — urgent data is not supported; the pointer is ignored (RFC 6093).
+
+    // ECN receive side (RFC 3168 §6.1.3 / RFC 8257 §3.2).
+    if (ecn_ok_) {
+        bool ce = (ip_ecn & kEcnCe) == kEcnCe;
+        if (ce) ++st_.ecn_ce_received;
+        if (cc_.algo() == CcAlgo::Dctcp) {
+            if (ce != ce_pending_) {
+                // State change: ACK what came before with the old ECE value.
+                if (delack_segs_ > 0) send_ack(now, out);
+                ce_pending_ = ce;
+            }
+        } else {
+            if (ce) ce_pending_ = true;
+            if (seg.has(CWR)) ce_pending_ = ce;
+        }
+    }
+
+    // seventh: process the segment text.
+    bool fin = seg.has(FIN);
+    switch (state_) {
+    case State::Established:
+    case State::FinWait1:
+    case State::FinWait2:
+        if (len > 0) {
+            if (app_closed_) {
+                // Data after close(): nobody will read it (RFC 1122 §4.2.2.13).
+                ++st_.drop_after_close;
+                send_rst(snd_.max, out);
+                to_closed(CloseReason::AbortedLocally, out);
+                return;
+            }
+            receive_data(seg, seg.seq, std::move(payload), now, out);
+        }
+        break;
+    case State::CloseWait:
+    case State::Closing:
+    case State::LastAck:
+    case State::TimeWait:
+        // The peer already sent its FIN: ignore any text.
+        fin = false;
+        break;
+    case State::SynReceived:
+    case State::Closed:
+    case State::Listen:
+    case State::SynSent:
+        break;
+    }
+    if (state_ == State::Closed) return;
+
+    // eighth: check the FIN bit.
+    if (seg.has(FIN)) {
+        switch (state_) {
+        case State::TimeWait:
+            // A retransmitted FIN: acknowledge it and restart the 2 MSL timeout.
+            state_at_ = now + cfg_.time_wait;
+            send_ack(now, out);
+            break;
+        case State::CloseWait:
+        case State::Closing:
+        case State::LastAck:
+            break; // remain in the state
+        case State::Established:
+        case State::FinWait1:
+        case State::FinWait2:
+        case State::SynReceived:
+            if (fin) {
+                SeqNum fin_seq = seg.seq + len;
+                if (fin_seq == rcv_.nxt && !fin_received_) {
+                    on_fin_received(now, out);
+                } else if (fin_seq - rcv_.nxt > 0) {
+                    // FIN beyond a hole: keep it with the reassembly queue.
+                    if (len == 0) reasm_.insert(fin_seq, Slice(), true, rcv_.nxt);
+                    ack_now_ = true;
+                }
+            }
+            break;
+        case State::Closed:
+        case State::Listen:
+        case State::SynSent:
+            break;
+        }
+    }
+    output(now, out);
+}
+
+// ============================================================================
+// 5. ACK processing
+
+// Returns false when the segment must be dropped.
+bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Actions& out) {
+    if (seg.has(ECE) && ecn_ok_) ++st_.ecn_ece_received;
+    uint32_t newly_sacked = 0;
+    if (sack_ok_ && seg.opts.sack_count > 0) process_sack(seg, &newly_sacked);
+
+    if (seg.ack - snd_.una > 0) {
+        ack_advanced(seg, now, out);
+        return true;
+    }
+    // SEG.ACK =< SND.UNA: a duplicate (or old) ACK; maybe update the window.
+    uint32_t old_wnd = snd_.wnd;
+    update_window(seg);
+    // RFC 5681 §2 DUPLICATE ACKNOWLEDGMENT (plus RFC 6675: SACK info counts).
+    bool dup = seg.ack == snd_.una && payload_len == 0 && !seg.has(SYN) && !seg.has(FIN) &&
+               snd_.max - snd_.una > 0 && (snd_.wnd == old_wnd || newly_sacked > 0);
+    if (!dup) return true;
+    ++dupacks_;
+    ++st_.dupacks;
+    if (in_recovery_) {
+        return true; // NewReno: inflation via dupacks_ in usable_window(); SACK: pipe
+    }
+    bool loss = dupacks_ >= kDupThresh || (sack_ok_ && sb_.is_lost(snd_.una, snd_.mss));
+    // RFC 6582 §3.2 step 2: only if the cumulative ACK covers more than `recover`
+    // (avoid multiple fast retransmits after an RTO).
+    if (loss && (snd_.una - recover_ > 0 || st_.fast_recoveries == 0)) {
+        enter_recovery(now);
+        // Fast retransmit of the first unacknowledged segment.
+        uint32_t n = emit_data(snd_.una, snd_.mss, true, now, out);
+        if (n > 0 || (fin_sent_ && snd_.una == data_end())) {
+            ++st_.retrans_fast;
+            high_rxt_ = snd_.una + n;
+        }
+        arm_rto(now);
+    }
+    return true;
+}
+
+void Tcb::process_sack(const TcpRepr& seg, uint32_t* newly_sacked) {
+    size_t n = std::min<size_t>(seg.opts.sack_count, wire::kMaxSackBlocks);
+    auto u = sb_.update(seg.ack - snd_.una > 0 ? seg.ack : snd_.una, snd_.max,
+                        std::span<const SackBlock>(seg.opts.sack.data(), n));
+    *newly_sacked = u.newly_sacked;
+}
+
+void Tcb::update_window(const TcpRepr& seg) {
+    // RFC 9293 §3.10.7.4 fifth: SND.WL1 < SEG.SEQ or (SND.WL1 = SEG.SEQ and SND.WL2 =< SEG.ACK).
+    if (snd_.wl1 - seg.seq < 0 || (snd_.wl1 == seg.seq && snd_.wl2 - seg.ack <= 0)) {
+        uint32_t w = uint32_t(seg.window) << snd_.wscale;
+        if (w == 0 && snd_.wnd != 0) ++st_.zero_window_events;
+        snd_.wnd = w;
+        snd_.max_wnd = std::max(snd_.max_wnd, w);
+        snd_.wl1 = seg.seq;
+        snd_.wl2 = seg.ack;
+        if (w != 0) {
+            persist_at_ = Instant::never();
+            persist_backoff_ = 0;
+        }
+    }
+}
+
+void Tcb::enter_recovery(Instant now) {
+    in_recovery_ = true;
+    recover_ = snd_.max;
+    high_rxt_ = snd_.una;
+    ++st_.fast_recoveries;
+    cc_.on_loss(in_flight(), now);
+    rtt_timing_ = false; // Karn
+}
+
+void Tcb::rtt_sample(Duration r) {
+    if (r.count() <= 0) r = Duration(1000); // clock granularity: at least 1 µs
+    ++st_.rtt_samples;
+    if (!have_rtt_) {
+        // RFC 6298 §2.2
+        srtt_ = r;
+        rttvar_ = r / 2;
+        have_rtt_ = true;
+    } else {
+        // RFC 6298 §2.3 (alpha 1/8, beta 1/4)
+        Duration diff = srtt_ > r ? srtt_ - r : r - srtt_;
+        rttvar_ = (rttvar_ * 3 + diff) / 4;
+        srtt_ = (srtt_ * 7 + r) / 8;
+    }
+    Duration var4 = std::max<Duration>(Duration(1000), rttvar_ * 4); // G = 1 µs
+    rto_ = std::clamp<Duration>(srtt_ + var4, cfg_.min_rto, cfg_.max_rto);
+}
+
+// SND.UNA < SEG.ACK =< SND.MAX: new data acknowledged.
+void Tcb::ack_advanced(const TcpRepr& seg, Instant now, Actions& out) {
+    uint32_t flight_before = in_flight();
+    uint32_t acked = uint32_t(seg.ack - snd_.una);
+    // RTT: timestamps (RFC 7323 §4) or one timed segment (RFC 6298 §3, Karn).
+    std::optional<Duration> sample;
+    if (ts_ok_ && seg.opts.ts && seg.opts.ts->tsecr != 0) {
+        sample = std::chrono::microseconds(int32_t(ts_now(now) - seg.opts.ts->tsecr));
+        if (sample->count() < 0) sample.reset();
+        rtt_timing_ = false;
+    } else if (rtt_timing_ && seg.ack - rtt_seq_ >= 0) {
+        sample = now - rtt_start_;
+        rtt_timing_ = false;
+    }
+    if (sample) rtt_sample(*sample);
+
+    if (sack_ok_ && !sb_.empty()) sb_.advance(seg.ack);
+    drop_acked(seg.ack, out);
+    snd_.una = seg.ack;
+    if (snd_.nxt - snd_.una < 0) {
+        snd_.nxt = snd_.una;
+        cur_valid_ = false;
+    }
+    backoff_ = 0;
+    update_window(seg);
+
+    bool ece = ecn_ok_ && seg.has(ECE);
+    if (in_recovery_) {
+        if (seg.ack - recover_ >= 0) {
+            // RFC 6582 §3.2 step 6 / RFC 6675 §5: full ACK ends recovery.
+            in_recovery_ = false;
+            dupacks_ = 0;
+            cc_.on_recovery_exit(now);
+        } else if (!sack_ok_) {
+            // RFC 6582 §3.2 step 5: partial ACK — retransmit the first
+            // unacknowledged segment; deflation is implicit (dupacks_ reset).
+            dupacks_ = 0;
+            uint32_t n = emit_data(snd_.una, snd_.mss, true, now, out);
+            if (n > 0) ++st_.retrans_fast;
+        }
+    } else {
+        dupacks_ = 0;
+        AckSample s;
+        s.acked = acked;
+        s.in_flight = flight_before;
+        s.rtt = sample;
+        s.ece = ece;
+        s.app_limited = flight_before + snd_.mss < cc_.cwnd() && data_end() == snd_.nxt;
+        s.now = now;
+        cc_.on_ack(s);
+    }
+    // ECN reaction (RFC 3168 §6.1.2: once per window; DCTCP: the CC rate-limits).
+    if (ece && !in_recovery_) {
+        bool dctcp = cc_.algo() == CcAlgo::Dctcp;
+        if (dctcp || snd_.una - ecn_recover_ > 0) {
+            cc_.on_ecn(flight_before, now);
+            ecn_recover_ = snd_.max;
+            ecn_cwr_due_ = true;
+        }
+    }
+    // RFC 6298 §5.2 / §5.3.
+    if (snd_.una == snd_.max) {
+        rto_at_ = Instant::never();
+    } else {
+        rto_at_ = now + rto_;
+    }
+}
+
+// Drop the send-queue slices that `ack` covers; SYN and FIN take sequence
+// space but no queue bytes.
+void Tcb::drop_acked(SeqNum ack, Actions& out) {
+    int32_t d = ack - sq_seq_;
+    if (d <= 0) return;
+    uint32_t n = std::min<uint32_t>(uint32_t(d), snd_queued_);
+    if (n == 0) return;
+    uint32_t left = n;
+    uint32_t popped = 0;
+    uint32_t trimmed_head = 0;
+    while (left > 0) {
+        Slice& s = sq_at(0);
+        if (s.size() <= left) {
+            left -= uint32_t(s.size());
+            s.reset();
+            sq_head_ = (sq_head_ + 1) & (uint32_t(sq_.size()) - 1);
+            --sq_count_;
+            ++popped;
+        } else {
+            s.remove_prefix(left);
+            trimmed_head = left;
+            left = 0;
+        }
+    }
+    sq_seq_ += n;
+    snd_queued_ -= n;
+    if (cur_valid_) {
+        if (cur_idx_ < popped) {
+            cur_valid_ = false;
+        } else {
+            cur_idx_ -= popped;
+            if (cur_idx_ == 0) {
+                if (cur_off_ < trimmed_head) cur_valid_ = false;
+                else cur_off_ -= trimmed_head;
+            }
+        }
+    }
+    push_event(EventKind::Acked, out, CloseReason::None, n);
+    if (want_writable_ && send_space() > 0) {
+        want_writable_ = false;
+        push_event(EventKind::Writable, out);
+    }
+}
+
+// ============================================================================
+// 6. receiving data
+
+void Tcb::deliver(Slice payload, Actions& out) {
+    uint32_t n = uint32_t(payload.size());
+    if (n == 0) return;
+    rcv_.nxt += n;
+    rcv_.unread += n;
+    st_.bytes_in += n;
+    out.readable.push_back(Readable{id_, std::move(payload)});
+}
+
+// RFC 9293 §3.10.7.4 seventh, with trimming to [RCV.NXT, advertised edge).
+void Tcb::receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant now, Actions& out) {
+    // Trim what is below RCV.NXT (a retransmission overlapping delivered data).
+    if (seg.has(SYN)) seq += 1;
+    int32_t below = rcv_.nxt - seq;
+    if (below > 0) {
+        if (uint32_t(below) >= payload.size()) {
+            ack_now_ = true; // pure duplicate: tell the sender (D-SACK is not generated)
+            return;
+        }
+        payload.remove_prefix(uint32_t(below));
+        seq = rcv_.nxt;
+    }
+    // Trim what is beyond the advertised window.
+    int32_t room = rcv_.adv - seq;
+    if (room <= 0) {
+        ++st_.drop_no_room;
+        ack_now_ = true;
+        return;
+    }
+    if (payload.size() > uint32_t(room)) payload.remove_suffix(payload.size() - uint32_t(room));
+
+    if (seq != rcv_.nxt) {
+        // Out of order: queue (zero-copy) and ACK at once with SACK blocks
+        // (RFC 5681 §4.2: immediate ACK for out-of-order data).
+        bool fin = seg.has(FIN) && payload.size() + (seq - seg.seq) == 0; // FIN never survives a trim here
+        auto r = reasm_.insert(seq, std::move(payload), fin, rcv_.nxt);
+        switch (r) {
+        case Reassembly::Insert::Queued: ++st_.ooo_segments; break;
+        case Reassembly::Insert::Duplicate: break;
+        case Reassembly::Insert::NoRoom: ++st_.drop_no_room; break;
+        }
+        ack_now_ = true;
+        return;
+    }
+    bool had_hole = !reasm_.empty();
+    deliver(std::move(payload), out);
+    if (had_hole) {
+        // Filling a hole: deliver what became in order, ACK at once (RFC 5681 §4.2).
+        reasm_out_.clear();
+        bool fin = reasm_.pop_in_order(&rcv_.nxt, &reasm_out_);
+        for (Slice& s : reasm_out_) {
+            uint32_t n = uint32_t(s.size());
+            rcv_.unread += n;
+            st_.bytes_in += n;
+            if (n > 0) out.readable.push_back(Readable{id_, std::move(s)});
+        }
+        reasm_out_.clear();
+        if (fin && !fin_received_) on_fin_received(now, out);
+        ack_now_ = true;
+        return;
+    }
+    ack_received_data(true, false, now, out);
+}
+
+// Delayed ACK (RFC 1122 §4.2.3.2, RFC 5681 §4.2): every
+// `delayed_ack_segments`-th segment, else within the delayed-ACK timeout.
+void Tcb::ack_received_data(bool /*in_order_full*/, bool force_now, Instant now, Actions& /*out*/) {
+    ++delack_segs_;
+    if (force_now || delack_segs_ >= cfg_.delayed_ack_segments) {
+        ack_now_ = true;
+    } else if (delack_at_.is_never()) {
+        delack_at_ = now + cfg_.delayed_ack;
+    }
+}
+
+void Tcb::on_fin_received(Instant now, Actions& out) {
+    fin_received_ = true;
+    rcv_.nxt += 1;
+    ack_now_ = true;
+    push_event(EventKind::PeerFin, out);
+    switch (state_) {
+    case State::SynReceived:
+    case State::Established:
+        state_ = State::CloseWait;
+        break;
+    case State::FinWait1:
+        // Our FIN is not acknowledged yet (else we would be in FIN-WAIT-2): simultaneous close.
+        state_ = State::Closing;
+        break;
+    case State::FinWait2:
+        enter_time_wait(now, out);
+        break;
+    case State::CloseWait:
+    case State::Closing:
+    case State::LastAck:
+    case State::TimeWait:
+    case State::Closed:
+    case State::Listen:
+    case State::SynSent:
+        break;
+    }
+}
+
+void Tcb::enter_time_wait(Instant now, Actions& out) {
+    state_ = State::TimeWait;
+    rto_at_ = persist_at_ = keepalive_at_ = Instant::never();
+    state_at_ = now + cfg_.time_wait;
+    // Everything we sent is acknowledged: nothing left in the queue.
+    if (!closed_reported_) {
+        closed_reported_ = true;
+        close_reason_ = CloseReason::Normal;
+        push_event(EventKind::Closed, out, CloseReason::Normal);
+    }
+}
+
+void Tcb::to_closed(CloseReason why, Actions& out) {
+    state_ = State::Closed;
+    rto_at_ = persist_at_ = delack_at_ = keepalive_at_ = state_at_ = Instant::never();
+    ack_now_ = false;
+    window_update_due_ = false;
+    for (uint32_t i = 0; i < sq_count_; ++i) sq_at(i).reset();
+    sq_count_ = 0;
+    sq_head_ = 0;
+    snd_queued_ = 0;
+    cur_valid_ = false;
+    reasm_.clear();
+    sb_.clear();
+    if (!closed_reported_) {
+        closed_reported_ = true;
+        close_reason_ = why;
+        push_event(EventKind::Closed, out, why);
+    }
+    update_deadline();
+}
+
+// ============================================================================
+// 7. output
+
+uint32_t Tcb::rcv_window_bytes() const {
+    uint32_t held = rcv_.unread + reasm_.bytes();
+    return held >= cfg_.rcv_buf ? 0 : cfg_.rcv_buf - held;
+}
+
+// The window field for a non-SYN segment. RFC 9293 §3.8.6.2.2 receiver SWS
+// avoidance: the right edge only moves by at least min(RCV.BUFF/2, MSS); it
+// never moves left (§3.8.6.2.2 "shrinking the window" is discouraged).
+uint16_t Tcb::advertise_window() {
+    uint32_t free = rcv_window_bytes();
+    SeqNum edge = rcv_.nxt + free;
+    uint32_t step = std::min<uint32_t>(cfg_.rcv_buf / 2, cfg_.mss);
+    if (edge - rcv_.adv >= int32_t(step) || rcv_.adv - rcv_.nxt < 0) {
+        // Round down to the scale granularity so the edge we record is exact.
+        uint32_t w = std::min<uint32_t>(free, uint32_t(0xffff) << rcv_.wscale);
+        w = (w >> rcv_.wscale) << rcv_.wscale;
+        if (rcv_.nxt + w - rcv_.adv > 0) rcv_.adv = rcv_.nxt + w;
+    }
+    int32_t wnd = rcv_.adv - rcv_.nxt;
+    uint32_t w = wnd > 0 ? uint32_t(wnd) : 0;
+    if (w == 0) ++st_.zero_window_sent;
+    return uint16_t(std::min<uint32_t>(w >> rcv_.wscale, 0xffff));
+}
+
+uint32_t Tcb::in_flight() const {
+    if (in_recovery_ && sack_ok_) return sb_.pipe(snd_.una, snd_.max, high_rxt_, snd_.mss);
+    return uint32_t(snd_.nxt - snd_.una);
+}
+
+// Congestion window usable for new transmissions (bytes beyond what is in flight).
+uint32_t Tcb::usable_window() const {
+    uint64_t cwnd = cc_.cwnd();
+    if (in_recovery_ && !sack_ok_) cwnd += uint64_t(dupacks_) * snd_.mss;  // RFC 5681 §3.2 step 4 inflation
+    else if (!in_recovery_ && dupacks_ > 0 && dupacks_ < kDupThresh)
+        cwnd += uint64_t(dupacks_) * snd_.mss;                               // RFC 3042 limited transmit
+    uint32_t flight = in_flight();
+    return cwnd > flight ? uint32_t(std::min<uint64_t>(cwnd - flight, UINT32_MAX)) : 0;
+}
+
+void Tcb::fill_options(TcpRepr& r, bool syn, Instant now) const {
+    if (syn) {
+        r.opts.mss = cfg_.mss;
+        if (!r.has(ACK)) {
+            // Our SYN offers everything configured.
+            if (cfg_.window_scale) r.opts.wscale = rcv_.wscale;
+            r.opts.sack_permitted = cfg_.sack;
+            if (cfg_.timestamps) r.opts.ts = wire::Timestamps{ts_now(now), 0};
+        } else {
+            // A SYN-ACK answers only what the peer offered (RFC 7323 §2.2, §3.2; RFC 2018 §2).
+            if (ws_ok_) r.opts.wscale = rcv_.wscale;
+            r.opts.sack_permitted = sack_ok_;
+            if (ts_ok_) r.opts.ts = wire::Timestamps{ts_now(now), ts_recent_};
+        }
+        return;
+    }
+    if (ts_ok_) r.opts.ts = wire::Timestamps{ts_now(now), ts_recent_};
+}
+
+// Everything an ACK carries: ACK number, window, timestamps, SACK blocks, ECE.
+void Tcb::fill_ack_fields(TcpRepr& r, Instant now) {
+    r.flags |= ACK;
+    r.ack = rcv_.nxt;
+    r.window = advertise_window();
+    fill_options(r, false, now);
+    if (sack_ok_ && !reasm_.empty()) {
+        size_t max_blocks = ts_ok_ ? 3 : 4; // 40 bytes of options
+        r.opts.sack_count = uint8_t(reasm_.sack_blocks(std::span<SackBlock>(r.opts.sack.data(), max_blocks)));
+    }
+    if (ecn_ok_ && ce_pending_) r.flags |= ECE;
+    last_ack_sent_ = rcv_.nxt;
+    delack_segs_ = 0;
+    delack_at_ = Instant::never();
+    ack_now_ = false;
+    window_update_due_ = false;
+}
+
+void Tcb::send_syn(bool with_ack, Instant now, Actions& out) {
+    OutSegment o;
+    o.conn = id_;
+    o.src = ep_.local_ip;
+    o.dst = ep_.remote_ip;
+    TcpRepr& r = o.repr;
+    r.src_port = ep_.local_port;
+    r.dst_port = ep_.remote_port;
+    r.seq = snd_.iss;
+    r.flags = SYN;
+    if (with_ack) {
+        r.flags |= ACK;
+        r.ack = rcv_.nxt;
+        if (ecn_ok_) r.flags |= ECE;  // RFC 3168 §6.1.1 ECN-setup SYN-ACK
+    } else if (wants_ecn()) {
+        r.flags |= ECE | CWR;         // ECN-setup SYN
+    }
+    // The window in a SYN is never scaled (RFC 7323 §2.2).
+    r.window = uint16_t(std::min<uint32_t>(rcv_window_bytes(), 0xffff));
+    if (with_ack) rcv_.adv = rcv_.nxt + r.window;
+    fill_options(r, true, now);
+    snd_.nxt = snd_.iss + 1;
+    snd_.max = snd_.iss + 1;
+    if (backoff_ == 0) {
+        rtt_timing_ = true;
+        rtt_seq_ = snd_.iss + 1;
+        rtt_start_ = now;
+    }
+    rto_at_ = now + rto_;
+    out.segments.push_back(o);
+    ++st_.segs_out;
+}
+
+void Tcb::send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out) {
+    OutSegment o;
+    o.conn = id_;
+    o.src = ep_.local_ip;
+    o.dst = ep_.remote_ip;
+    o.repr.src_port = ep_.local_port;
+    o.repr.dst_port = ep_.remote_port;
+    o.repr.seq = seq;
+    o.repr.flags = flags;
+    if (flags & ACK) fill_ack_fields(o.repr, now);
+    out.segments.push_back(o);
+    ++st_.segs_out;
+}
+
+// <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>
+void Tcb::send_ack(Instant now, Actions& out) {
+    if (!synchronized(state_)) return;
+    send_control(ACK, snd_.nxt, now, out);
+}
+
+void Tcb::send_rst(SeqNum seq, Actions& out) {
+    OutSegment o;
+    o.conn = id_;
+    o.src = ep_.local_ip;
+    o.dst = ep_.remote_ip;
+    o.repr.src_port = ep_.local_port;
+    o.repr.dst_port = ep_.remote_port;
+    o.repr.seq = seq;
+    o.repr.flags = RST;
+    out.segments.push_back(o);
+    ++st_.segs_out;
+}
+
+bool Tcb::locate(SeqNum seq, uint32_t* idx, uint32_t* off) {
+    if (cur_valid_ && seq == cur_seq_) {
+        *idx = cur_idx_;
+        *off = cur_off_;
+        return true;
+    }
+    int32_t d = seq - sq_seq_;
+    if (d < 0 || uint32_t(d) > snd_queued_) return false;
+    uint32_t left = uint32_t(d);
+    uint32_t i = 0;
+    while (i < sq_count_ && left >= sq_at(i).size()) {
+        left -= uint32_t(sq_at(i).size());
+        ++i;
+    }
+    *idx = i;
+    *off = left;
+    return true;
+}
+
+// One segment starting at `seq` with up to `max_len` payload bytes (fewer when
+// the SMSS, SACK option room, queued data or kMaxTxViews limit it). A FIN rides
+// on the segment that reaches the end of the queued data after shutdown_write().
+// Returns the sequence space used (payload + FIN); 0 when nothing was emitted.
+uint32_t Tcb::emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant now, Actions& out) {
+    int32_t avail = data_end() - seq;
+    if (avail < 0) return 0;
+    if (avail == 0 ? !fin_queued_ : max_len == 0) return 0;
+
+    OutSegment& o = out.segments.emplace_back();
+    o.conn = id_;
+    o.src = ep_.local_ip;
+    o.dst = ep_.remote_ip;
+    TcpRepr& r = o.repr;
+    r.src_port = ep_.local_port;
+    r.dst_port = ep_.remote_port;
+    r.seq = seq;
+    fill_ack_fields(r, now);
+    uint32_t opt_extra = r.opts.sack_count ? 4 + 8u * r.opts.sack_count : 0;
+    uint32_t cap = snd_.mss > opt_extra ? snd_.mss - opt_extra : 1;
+    uint32_t want = std::min({max_len, cap, uint32_t(avail)});
+    uint32_t n = 0;
+    if (want > 0) {
+        uint32_t idx = 0, off = 0;
+        bool found = locate(seq, &idx, &off);
+        assert(found);
+        (void)found;
+        while (n < want && o.view_count < kMaxTxViews && idx < sq_count_) {
+            const Slice& s = sq_at(idx);
+            uint32_t take = std::min<uint32_t>(uint32_t(s.size()) - off, want - n);
+            o.views[o.view_count++] = TxView{s.data() + off, take};
+            n += take;
+            off += take;
+            if (off == s.size()) {
+                ++idx;
+                off = 0;
+            }
+        }
+        if (seq == snd_.nxt) {
+            cur_idx_ = idx;
+            cur_off_ = off;
+            cur_seq_ = seq + n;
+            cur_valid_ = true;
+        }
+    }
+    bool fin = fin_queued_ && seq + n == data_end();
+    if (fin) r.flags |= FIN;
+    if (n > 0 && seq + n == data_end()) r.flags |= PSH;
+    if (ecn_ok_ && n > 0 && !retransmit) {
+        o.ip_ecn = kEcnEct0;  // RFC 3168 §6.1.5: never ECT on retransmissions
+        if (ecn_cwr_due_) {
+            r.flags |= CWR;
+            ecn_cwr_due_ = false;
+        }
+    }
+    ++st_.segs_out;
+    st_.bytes_out += n;
+    SeqNum end = seq + n + (fin ? 1 : 0);
+    if (retransmit || seq - snd_.max < 0) {
+        st_.bytes_retransmitted += n;
+        if (rtt_timing_ && seq - rtt_seq_ < 0) rtt_timing_ = false; // Karn
+    } else if (!rtt_timing_ && n > 0) {
+        rtt_timing_ = true;
+        rtt_seq_ = end;
+        rtt_start_ = now;
+    }
+    if (seq == snd_.nxt) snd_.nxt = end;
+    if (end - snd_.max > 0) snd_.max = end;
+    if (fin) fin_sent_ = true;
+    if (rto_at_.is_never()) rto_at_ = now + rto_;
+    persist_at_ = Instant::never();
+    return n + (fin ? 1 : 0);
+}
+
+bool Tcb::can_send_data() const {
+    switch (state_) {
+    case State::Established:
+    case State::CloseWait:
+    case State::FinWait1:
+    case State::Closing:
+    case State::LastAck:
+        return true;
+    case State::Closed:
+    case State::Listen:
+    case State::SynSent:
+    case State::SynReceived:
+    case State::FinWait2:
+    case State::TimeWait:
+        return false;
+    }
+    return false;
+}
+
+// RFC 6675 §5 (C): while cwnd - pipe >= SMSS, send what NextSeg() names.
+void Tcb::output_recovery(Instant now, Actions& out) {
+    if (high_rxt_ - snd_.una < 0) high_rxt_ = snd_.una;
+    for (int guard = 0; guard < 64; ++guard) {
+        uint32_t pipe = sb_.pipe(snd_.una, snd_.max, high_rxt_, snd_.mss);
+        if (cc_.cwnd() < pipe + snd_.mss) break;
+        // NextSeg rule 1: lost and un-SACKed.
+        if (auto rg = sb_.next_lost(snd_.una, high_rxt_, snd_.mss)) {
+            uint32_t n = emit_data(rg->start, rg->len, true, now, out);
+            if (n == 0) break;
+            high_rxt_ = rg->start + n;
+            ++st_.retrans_sack;
+            continue;
+        }
+        // Rule 2: new data within the peer's window.
+        int32_t unsent = data_end() - snd_.nxt;
+        int32_t rroom = (snd_.una + snd_.wnd) - snd_.nxt;
+        if (unsent > 0 && rroom > 0 && snd_.nxt == snd_.max) {
+            uint32_t n = emit_data(snd_.nxt, std::min<uint32_t>(uint32_t(rroom), snd_.mss), false, now, out);
+            if (n == 0) break;
+            continue;
+        }
+        // Rule 3: un-SACKed, not yet deemed lost.
+        if (auto rg = sb_.next_unsacked(snd_.una, high_rxt_, snd_.mss)) {
+            uint32_t n = emit_data(rg->start, rg->len, true, now, out);
+            if (n == 0) break;
+            high_rxt_ = rg->start + n;
+            ++st_.retrans_sack;
+            continue;
+        }
+        break;
+    }
+}
+
+void Tcb::output(Instant now, Actions& out) {
+    if (can_send_data()) {
+        if (in_recovery_ && sack_ok_) output_recovery(now, out);
+        for (;;) {
+            int32_t unsent = data_end() - snd_.nxt;
+            bool fin_due = fin_queued_ && snd_.nxt == data_end();
+            if (unsent <= 0 && !fin_due) break;
+            int32_t rroom = (snd_.una + snd_.wnd) - snd_.nxt;
+            uint32_t room = std::min<uint32_t>(rroom > 0 ? uint32_t(rroom) : 0, usable_window());
+            if (unsent <= 0) {
+                // Only the FIN is left: it takes no window, but respects cwnd
+                // and is not sent while data is being recovered.
+                emit_data(snd_.nxt, 0, snd_.nxt - snd_.max < 0, now, out);
+                break;
+            }
+            uint32_t len = std::min<uint32_t>({uint32_t(unsent), snd_.mss, room});
+            if (len == 0) break;
+            // Sender SWS avoidance (RFC 9293 §3.8.6.2.1) and Nagle (§3.7.4).
+            bool retrans = snd_.nxt - snd_.max < 0;
+            bool full = len == snd_.mss;
+            bool all = len == uint32_t(unsent);
+            bool idle = snd_.nxt == snd_.una;
+            bool half_wnd = snd_.max_wnd > 0 && len >= snd_.max_wnd / 2;
+            if (!(full || retrans || half_wnd || (all && (!cfg_.nagle || idle)))) break;
+            if (emit_data(snd_.nxt, len, retrans, now, out) == 0) break;
+        }
+        // Persist timer (RFC 9293 §3.8.6.1): data waits, nothing in flight to
+        // bring a window update — probe (or force out a small segment) later.
+        if (data_end() - snd_.nxt > 0 && snd_.max == snd_.una && persist_at_.is_never() && rto_at_.is_never()) {
+            Duration d = std::min<Duration>(rto_ * (uint64_t(1) << std::min<uint32_t>(persist_backoff_, 16)),
+                                            cfg_.max_persist);
+            persist_at_ = now + d;
+        }
+    }
+    if (ack_now_ || window_update_due_) send_ack(now, out);
+}
+
+// ============================================================================
+// 8. timers
+
+void Tcb::arm_rto(Instant now) { rto_at_ = now + rto_; }
+
+void Tcb::update_deadline() {
+    deadline_ = min(min(min(rto_at_, persist_at_), min(delack_at_, keepalive_at_)), state_at_);
+}
+
+void Tcb::on_rto(Instant now, Actions& out) {
+    rto_at_ = Instant::never();
+    ++st_.rto_events;
+    if (state_ == State::SynSent || state_ == State::SynReceived) {
+        if (backoff_ >= cfg_.syn_retries) {
+            to_closed(CloseReason::ConnectTimeout, out);
+            return;
+        }
+        ++backoff_;
+        rto_ = std::min<Duration>(rto_ * 2, cfg_.max_rto);  // RFC 6298 §5.5
+        ++st_.retrans_timeout;
+        rtt_timing_ = false;                                  // Karn
+        send_syn(state_ == State::SynReceived, now, out);
+        return;
+    }
+    if (snd_.max == snd_.una) return;  // nothing outstanding
+    if (backoff_ >= cfg_.max_retries) {
+        send_rst(snd_.max, out);
+        to_closed(CloseReason::RetransmitTimeout, out);
+        return;
+    }
+    ++backoff_;
+    rto_ = std::min<Duration>(rto_ * 2, cfg_.max_rto);      // RFC 6298 §5.5
+    cc_.on_rto(uint32_t(snd_.max - snd_.una), now);          // RFC 5681 §3.1 eq. 4, cwnd = 1 MSS
+    in_recovery_ = false;
+    dupacks_ = 0;
+    recover_ = snd_.max;                                     // RFC 6582 §3.2 step 1 after an RTO
+    sb_.clear();                                             // RFC 2018 §8: SACK info may be reneged
+    high_rxt_ = snd_.una;
+    rtt_timing_ = false;
+    snd_.nxt = snd_.una;                                     // go back N
+    cur_valid_ = false;
+    uint32_t n = emit_data(snd_.una, snd_.mss, true, now, out);  // RFC 6298 §5.4
+    if (n > 0) ++st_.retrans_timeout;
+    rto_at_ = now + rto_;                                    // RFC 6298 §5.6
+}
+
+void Tcb::on_persist(Instant now, Actions& out) {
+    persist_at_ = Instant::never();
+    if (!can_send_data() || data_end() - snd_.nxt <= 0 || snd_.max != snd_.una) return;
+    if (snd_.wnd > 0) {
+        // SWS override timeout (RFC 9293 §3.8.6.2.1): send what fits.
+        emit_data(snd_.nxt, std::min(snd_.wnd, snd_.mss), false, now, out);
+        return;
+    }
+    // Zero-window probe: <SEQ=SND.UNA-1><CTL=ACK> is outside the peer's window
+    // and elicits an ACK carrying its current window (as Linux probes).
+    ++st_.zero_window_probes;
+    send_control(ACK, snd_.una - 1, now, out);
+    ++persist_backoff_;
+    Duration d = std::min<Duration>(rto_ * (uint64_t(1) << std::min<uint32_t>(persist_backoff_, 16)), cfg_.max_persist);
+    persist_at_ = now + d;
+}
+
+void Tcb::on_timer(Instant now, Actions& out) {
+    if (state_ == State::Closed) return;
+    if (state_at_ <= now) {
+        state_at_ = Instant::never();
+        if (state_ == State::TimeWait) {
+            to_closed(CloseReason::Normal, out);  // the app already had its Closed event
+            return;
+        }
+        if (state_ == State::FinWait2) {
+            to_closed(CloseReason::FinWait2Timeout, out);
+            return;
+        }
+    }
+    if (rto_at_ <= now) {
+        on_rto(now, out);
+        if (state_ == State::Closed) return;
+    }
+    if (persist_at_ <= now) on_persist(now, out);
+    if (delack_at_ <= now) {
+        delack_at_ = Instant::never();
+        ++st_.delayed_acks;
+        ack_now_ = true;
+    }
+    if (keepalive_at_ <= now) {
+        keepalive_at_ = Instant::never();
+        bool ka_state = state_ == State::Established || state_ == State::CloseWait || state_ == State::FinWait2;
+        if (cfg_.keepalive.enabled && ka_state) {
+            if (now - last_rx_ < cfg_.keepalive.idle && keepalive_probes_ == 0) {
+                keepalive_at_ = last_rx_ + cfg_.keepalive.idle;
+            } else if (keepalive_probes_ >= cfg_.keepalive.count) {
+                send_rst(snd_.max, out);
+                to_closed(CloseReason::KeepaliveTimeout, out);
+                return;
+            } else if (snd_.max == snd_.una) {
+                // RFC 1122 §4.2.3.6: <SEQ=SND.NXT-1> with no data.
+                ++keepalive_probes_;
+                ++st_.keepalive_probes;
+                send_control(ACK, snd_.una - 1, now, out);
+                keepalive_at_ = now + cfg_.keepalive.interval;
+            } else {
+                keepalive_at_ = now + cfg_.keepalive.idle;  // retransmissions cover liveness
+            }
+        }
+    }
+    output(now, out);
+    update_deadline();
+}
+
+// ============================================================================
+// 9. application calls
+
+SendResult Tcb::send(Slice& data) {
+    switch (state_) {
+    case State::SynSent:
+    case State::SynReceived:
+    case State::Established:
+    case State::CloseWait:
+        break;
+    case State::Closed:
+    case State::Listen:
+    case State::FinWait1:
+    case State::FinWait2:
+    case State::Closing:
+    case State::LastAck:
+    case State::TimeWait:
+        return SendResult::InvalidState;
+    }
+    if (fin_queued_) return SendResult::InvalidState;
+    if (data.empty()) return SendResult::Ok;
+    if (data.size() > send_space()) {
+        want_writable_ = true;
+        return SendResult::WouldBlock;
+    }
+    if (sq_count_ == sq_.size()) {
+        std::vector<Slice> bigger(sq_.size() * 2);
+        for (uint32_t i = 0; i < sq_count_; ++i) bigger[i] = std::move(sq_at(i));
+        sq_.swap(bigger);
+        sq_head_ = 0;
+    }
+    snd_queued_ += uint32_t(data.size());
+    sq_at(sq_count_) = std::move(data);
+    ++sq_count_;
+    return SendResult::Ok;
+}
+
+void Tcb::flush(Instant now, Actions& out) {
+    if (state_ == State::Closed) return;
+    output(now, out);
+    update_deadline();
+}
+
+void Tcb::consume(uint32_t bytes) {
+    rcv_.unread -= std::min(bytes, rcv_.unread);
+    if (!synchronized(state_) || fin_received_) return;
+    // Receiver SWS avoidance (RFC 9293 §3.8.6.2.2): tell the peer once the
+    // window can open by min(RCV.BUFF/2, MSS) and what it knows is small.
+    int32_t known = rcv_.adv - rcv_.nxt;
+    uint32_t step = std::min<uint32_t>(cfg_.rcv_buf / 2, cfg_.mss);
+    SeqNum edge = rcv_.nxt + rcv_window_bytes();
+    if (edge - rcv_.adv >= int32_t(step) && known < int32_t(cfg_.rcv_buf / 2)) window_update_due_ = true;
+}
+
+void Tcb::shutdown_write() {
+    if (fin_queued_) return;
+    switch (state_) {
+    case State::SynSent:
+    case State::SynReceived:
+        fin_queued_ = true;  // sent after ESTABLISHED (RFC 9293 §3.10.4)
+        break;
+    case State::Established:
+        fin_queued_ = true;
+        state_ = State::FinWait1;
+        break;
+    case State::CloseWait:
+        fin_queued_ = true;
+        state_ = State::LastAck;
+        break;
+    case State::Closed:
+    case State::Listen:
+    case State::FinWait1:
+    case State::FinWait2:
+    case State::Closing:
+    case State::LastAck:
+    case State::TimeWait:
+        break;
+    }
+}
+
+void Tcb::close() {
+    app_closed_ = true;
+    shutdown_write();
+}
+
+void Tcb::abort(Instant now, Actions& out) {
+    (void)now;
+    switch (state_) {
+    case State::SynReceived:
+    case State::Established:
+    case State::FinWait1:
+    case State::FinWait2:
+    case State::CloseWait:
+        send_rst(snd_.max, out);  // <SEQ=SND.NXT><CTL=RST>
+        break;
+    case State::Closed:
+        return;
+    case State::Listen:
+    case State::SynSent:
+    case State::Closing:
+    case State::LastAck:
+    case State::TimeWait:
+        break;
+    }
+    to_closed(CloseReason::AbortedLocally, out);
+}
+
+bool Tcb::has_pending_output() const {
+    if (ack_now_ || window_update_due_) return true;
+    if (!can_send_data()) return false;
+    return data_end() - snd_.nxt > 0 || (fin_queued_ && !fin_sent_);
+}
+
+Stats Tcb::stats() const {
+    Stats s = st_;
+    s.state = state_;
+    s.close_reason = close_reason_;
+    s.snd_una = snd_.una.raw();
+    s.snd_nxt = snd_.nxt.raw();
+    s.snd_wnd = snd_.wnd;
+    s.iss = snd_.iss.raw();
+    s.rcv_nxt = rcv_.nxt.raw();
+    int32_t w = rcv_.adv - rcv_.nxt;
+    s.rcv_wnd = w > 0 ? uint32_t(w) : 0;
+    s.irs = rcv_.irs.raw();
+    s.snd_mss = snd_.mss;
+    s.snd_wscale = snd_.wscale;
+    s.rcv_wscale = rcv_.wscale;
+    s.sack_ok = sack_ok_;
+    s.ts_ok = ts_ok_;
+    s.ecn_ok = ecn_ok_;
+    s.cwnd = cc_.cwnd();
+    s.ssthresh = cc_.ssthresh();
+    s.bytes_in_flight = in_flight();
+    s.srtt = srtt_;
+    s.rttvar = rttvar_;
+    s.rto = rto_;
+    return s;
+}
+
+} // namespace crescent::tcp
