@@ -267,7 +267,6 @@ Arena::Impl* g_impl = nullptr; // == g_arena->impl_, reachable from free functio
 // Owner core: put obj `idx` of Slab zone z back on its free stack.
 inline void free_local(ZoneHeader* z, uint32_t idx, CoreState& cs) {
     z->free_stack[z->free_top++] = idx;
-    --z->live;
     cs.live[z->size_class].dec();
 }
 
@@ -342,12 +341,11 @@ void drain(Arena::Impl& im, unsigned me) {
     }
 }
 
-inline std::byte* pop_obj(ZoneHeader* z, CoreState& cs, unsigned cls, unsigned core) {
+inline std::byte* pop_obj(ZoneHeader* z, CoreState& cs, unsigned cls) {
     uint32_t idx = z->free_stack[--z->free_top];
-    ++z->live;
-    ObjCtx& c = z->ctx()[idx];
-    c.refcnt.store(1, std::memory_order_relaxed);
-    c.owner_hint = uint16_t(core);
+    // owner_hint needs no store: a Slab zone's objs are only ever handed out
+    // by its owner, and format() wrote the owner into every ctx.
+    z->ctx()[idx].refcnt.store(1, std::memory_order_relaxed);
     uint64_t l = cs.live[cls].get() + 1;
     cs.live[cls].set(l);
     if (l > cs.high_water[cls].get()) cs.high_water[cls].set(l);
@@ -541,7 +539,7 @@ Zbuf Arena::alloc(size_t size) {
     if (CRESCENT_LIKELY(cls < im.nclasses && core < kMaxCores)) {
         CoreState& cs = im.cores[core];
         ZoneHeader* z = cs.cur[cls];
-        if (CRESCENT_LIKELY(z != nullptr && z->free_top != 0)) return Zbuf(pop_obj(z, cs, cls, core));
+        if (CRESCENT_LIKELY(z != nullptr && z->free_top != 0)) return Zbuf(pop_obj(z, cs, cls));
     }
     return alloc_slow(size);
 }
@@ -581,7 +579,7 @@ Zbuf Arena::alloc(size_t size) {
         }
         cs.cur[cls] = z;
     }
-    return Zbuf(pop_obj(z, cs, cls, core));
+    return Zbuf(pop_obj(z, cs, cls));
 }
 
 ZoneHeader* Arena::take_zone(uint32_t obj_size, ZoneKind kind, ReleaseFn release, void* release_arg) {

@@ -96,7 +96,8 @@ struct alignas(64) ZoneHeader {
     // Free list (owner core only): a stack of obj indices.
     uint32_t free_top;    // number of entries in free_stack (<= obj_count)
     uint32_t* free_stack; // obj_count entries, lives in the zone's reserved area (Slab only)
-    uint32_t live;        // Slab: objs allocated and not yet back on free_stack (owner view)
+    uint32_t live;        // unused for Slab zones: their live count is obj_count - free_top
+                          // (kept off the alloc/free path); free for integrations
     uint32_t zone_index;  // position in the arena
 
     ObjCtx* ctx() { return reinterpret_cast<ObjCtx*>(this + 1); }
