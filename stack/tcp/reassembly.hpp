@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -48,17 +49,24 @@ public:
     uint32_t bytes() const;
     void clear();
 
+    // The sequence number of a queued FIN (the byte after the last data), if any.
+    std::optional<SeqNum> fin_seq() const;
+
 private:
     struct Seg {
         SeqNum seq;
-        Slice data;
-        bool fin;
+        Slice data;       // non-empty
         uint64_t arrival; // insertion counter, for SACK block recency
+        SeqNum end() const { return seq + uint32_t(data.size()); }
     };
-    std::vector<Seg> segs_; // sorted by seq, non-overlapping
+    size_t first_ending_after(SeqNum s) const;
+
+    std::vector<Seg> segs_; // sorted by seq, non-overlapping, all above the last rcv_nxt seen
     ReassemblyLimits lim_;
-    uint32_t bytes_ = 0;
+    uint32_t bytes_ = 0;    // sum of segs_[i].data.size()
     uint64_t counter_ = 0;
+    bool has_fin_ = false;  // a FIN was received at fin_seq_
+    SeqNum fin_seq_;
 };
 
 } // namespace crescent::tcp
