@@ -1,0 +1,281 @@
+// Unit tests of the cross-process registry (bifurcation/registry.hpp) and of the
+// ip_local_reserved_ports merge / restore (bifurcation/reserved_ports.hpp),
+// on files in a temporary directory instead of /run and /proc.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bifurcation/registry.hpp"
+#include "bifurcation/reserved_ports.hpp"
+
+using namespace crescent::bifurcation;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        char tmpl[] = "/tmp/crescent-bifurcation-XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        path = tmpl;
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+void put(const fs::path& p, const std::string& text) {
+    std::ofstream f(p, std::ios::trunc);
+    f << text;
+}
+
+// A pid that is certainly dead: a child that exited and was reaped.
+pid_t dead_pid() {
+    const pid_t pid = ::fork();
+    if (pid == 0) ::_exit(0);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return pid;
+}
+
+RegistryEntry entry(pid_t pid, PortSpan client, std::vector<uint16_t> listen = {}) {
+    RegistryEntry e;
+    e.pid = pid;
+    e.start_time = process_start_time(pid);
+    e.app = "app" + std::to_string(pid);
+    e.client = client;
+    e.listen = std::move(listen);
+    return e;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// PortSet: the kernel's list syntax.
+
+TEST_CASE("PortSet parses and re-emits the kernel syntax") {
+    std::string err;
+    auto s = PortSet::parse("1,5-9,61440-65535\n", &err);
+    REQUIRE(s);
+    CHECK(s->count() == 1 + 5 + 4096);
+    CHECK(s->contains(1));
+    CHECK(!s->contains(2));
+    CHECK(s->contains(9));
+    CHECK(!s->contains(10));
+    CHECK(s->format() == "1,5-9,61440-65535");
+
+    // Unsorted, overlapping, adjacent, blanks: canonical output merges them.
+    s = PortSet::parse(" 9-12, 5-9 ,13,100 , 100-100\n", &err);
+    REQUIRE(s);
+    CHECK(s->format() == "5-13,100");
+
+    s = PortSet::parse("\n", &err);
+    REQUIRE(s);
+    CHECK(s->empty());
+    CHECK(s->format().empty());
+    s = PortSet::parse("0-65535", &err);
+    REQUIRE(s);
+    CHECK(s->count() == 65536);
+    CHECK(s->format() == "0-65535");
+}
+
+TEST_CASE("PortSet refuses malformed lists") {
+    for (const char* bad : {"5-", "-5", "9-5", "70000", "a", "1,,2", "1;2", "1-2-3", "65536"}) {
+        INFO(bad);
+        std::string err;
+        CHECK(!PortSet::parse(bad, &err));
+        CHECK_THAT(err, Catch::Contains("bad port list item"));
+    }
+}
+
+TEST_CASE("PortSet set operations") {
+    PortSet a(PortSpan{10, 20});
+    PortSet b(PortSpan{15, 30});
+    PortSet u = a;
+    u.add(b);
+    CHECK(u.format() == "10-30");
+    CHECK(u.minus(a).format() == "21-30");
+    CHECK(a.minus(b).format() == "10-14");
+    CHECK(a.spans() == std::vector<PortSpan>{{10, 20}});
+}
+
+// ---------------------------------------------------------------------------
+// ReservedPorts on a plain file.
+
+TEST_CASE("ReservedPorts merges with the existing list and restores it exactly") {
+    TempDir tmp;
+    const std::string path = tmp.path / "ip_local_reserved_ports";
+    put(path, "1,5-9,61500-61600\n");
+    {
+        ReservedPorts rp(path);
+        std::string err;
+        REQUIRE(rp.reserve(PortSpan{61440, 65535}, &err));
+        CHECK(slurp(path) == "1,5-9,61440-65535\n");
+        // Only what was not there before counts as ours.
+        CHECK(rp.added().format() == "61440-61499,61601-65535");
+    }
+    CHECK(slurp(path) == "1,5-9,61500-61600\n");
+}
+
+TEST_CASE("ReservedPorts leaves ports others reserved meanwhile") {
+    TempDir tmp;
+    const std::string path = tmp.path / "rp";
+    put(path, "\n");
+    ReservedPorts rp(path);
+    std::string err;
+    REQUIRE(rp.reserve(PortSpan{61440, 65535}, &err));
+    CHECK(slurp(path) == "61440-65535\n");
+    put(path, "22,61440-65535\n"); // an admin reserves 22 while we run
+    REQUIRE(rp.restore(&err));
+    CHECK(slurp(path) == "22\n");
+    REQUIRE(rp.restore(&err)); // idempotent
+    CHECK(slurp(path) == "22\n");
+}
+
+TEST_CASE("ReservedPorts reports unreadable and malformed files") {
+    TempDir tmp;
+    std::string err;
+    ReservedPorts missing((tmp.path / "nope").string());
+    CHECK(!missing.reserve(PortSpan{61440, 65535}, &err));
+    CHECK_THAT(err, Catch::Contains("cannot read"));
+    const std::string path = tmp.path / "bad";
+    put(path, "1,x\n");
+    ReservedPorts bad(path);
+    CHECK(!bad.reserve(PortSpan{61440, 65535}, &err));
+    CHECK_THAT(err, Catch::Contains("bad port list item"));
+    CHECK(slurp(path) == "1,x\n"); // untouched
+}
+
+// ---------------------------------------------------------------------------
+// Registry.
+
+TEST_CASE("RegistryEntry round-trips through its text form") {
+    RegistryEntry e = entry(::getpid(), {61440, 63487}, {80, 1234});
+    e.slot = 1;
+    e.reserved_added = "61440-63487";
+    e.reserved_path = "/proc/sys/net/ipv4/ip_local_reserved_ports";
+    e.extra["ntuple_locs"] = "1023,1022";
+    std::string err;
+    auto back = RegistryEntry::parse(e.serialize(), &err);
+    REQUIRE(back);
+    CHECK(back->pid == e.pid);
+    CHECK(back->start_time == e.start_time);
+    CHECK(back->app == e.app);
+    CHECK(back->slot == 1);
+    CHECK(back->client == e.client);
+    CHECK(back->listen == e.listen);
+    CHECK(back->reserved_added == e.reserved_added);
+    CHECK(back->reserved_path == e.reserved_path);
+    CHECK(back->extra == e.extra);
+    CHECK(!RegistryEntry::parse("pid 0\nclient 1-2\n", &err));
+    CHECK(!RegistryEntry::parse("app x\n", &err));
+}
+
+TEST_CASE("process_alive tells live, dead and reused pids apart") {
+    CHECK(process_alive(::getpid(), process_start_time(::getpid())));
+    CHECK(process_start_time(::getpid()) != 0);
+    CHECK(!process_alive(dead_pid(), 0));
+    // Same pid, other start time: the pid was reused by another process.
+    CHECK(!process_alive(::getpid(), process_start_time(::getpid()) + 1));
+}
+
+TEST_CASE("Registry refuses overlapping plans with a clear message") {
+    TempDir tmp;
+    const std::string dir = tmp.path / "veth0";
+    // Another live process (our parent stands in for it) holds slot 0.
+    const pid_t other = ::getppid();
+    {
+        std::string err;
+        RegistryEntry theirs = entry(other, {61440, 63487}, {80});
+        theirs.app = "alpha";
+        fs::create_directories(dir);
+        put(fs::path(dir) / (std::to_string(other) + ".entry"), theirs.serialize());
+    }
+    std::string err;
+    RegistryEntry mine = entry(::getpid(), {62000, 65535});
+    mine.app = "beta";
+    CHECK(!Registry::claim(dir, "veth0", mine, nullptr, &err));
+    CHECK_THAT(err, Catch::Contains("\"beta\" on veth0 overlaps application \"alpha\""));
+    CHECK_THAT(err, Catch::Contains("client ports 62000-65535 and 61440-63487"));
+
+    mine = entry(::getpid(), {63488, 65535}, {80});
+    CHECK(!Registry::claim(dir, "veth0", mine, nullptr, &err));
+    CHECK_THAT(err, Catch::Contains("both listen on port 80"));
+
+    mine = entry(::getpid(), {63488, 65535}, {61500});
+    CHECK(!Registry::claim(dir, "veth0", mine, nullptr, &err));
+    CHECK_THAT(err, Catch::Contains("listen port 61500 lies in its client ports"));
+
+    // Disjoint: accepted, and visible to the next process; released on scope exit.
+    mine = entry(::getpid(), {63488, 65535}, {8080});
+    {
+        auto reg = Registry::claim(dir, "veth0", mine, nullptr, &err);
+        REQUIRE(reg);
+        CHECK(fs::exists(fs::path(dir) / (std::to_string(::getpid()) + ".entry")));
+        CHECK(Registry::list(dir).size() == 2);
+        RegistryEntry upd = reg->entry();
+        upd.reserved_added = "63488-65535";
+        REQUIRE(reg->update(upd, &err));
+        bool found = false;
+        for (const RegistryEntry& e : Registry::list(dir))
+            if (e.pid == ::getpid()) found = e.reserved_added == "63488-65535";
+        CHECK(found);
+    }
+    CHECK(!fs::exists(fs::path(dir) / (std::to_string(::getpid()) + ".entry")));
+    CHECK(Registry::list(dir).size() == 1);
+}
+
+TEST_CASE("Registry cleans the entries of dead processes and undoes their reserved ports") {
+    TempDir tmp;
+    const std::string dir = tmp.path / "veth0";
+    const std::string sysctl = tmp.path / "ip_local_reserved_ports";
+    fs::create_directories(dir);
+    put(sysctl, "22,61440-65535\n");
+
+    // A crashed crescent: same client ports as ours, it had added 61440-65535.
+    const pid_t gone = dead_pid();
+    RegistryEntry dead = entry(gone, {61440, 65535}, {80});
+    dead.start_time = 12345;
+    dead.reserved_added = "61440-65535";
+    dead.reserved_path = sysctl;
+    put(fs::path(dir) / (std::to_string(gone) + ".entry"), dead.serialize());
+    // A pid-reuse case: the pid is alive (ours... our parent) but the start time differs.
+    RegistryEntry reused = entry(::getppid(), {1, 2});
+    reused.start_time = process_start_time(::getppid()) + 7;
+    put(fs::path(dir) / (std::to_string(::getppid()) + ".entry"), reused.serialize());
+    // Garbage is removed too.
+    put(fs::path(dir) / "999999.entry", "nonsense\n");
+
+    std::vector<pid_t> cleaned;
+    auto cleanup = [&](const RegistryEntry& e) {
+        cleaned.push_back(e.pid);
+        auto ports = PortSet::parse(e.reserved_added);
+        REQUIRE(ports);
+        std::string err;
+        if (!e.reserved_path.empty()) REQUIRE(ReservedPorts::remove_ports(e.reserved_path, *ports, &err));
+    };
+    std::string err;
+    RegistryEntry mine = entry(::getpid(), {61440, 65535}, {80});
+    auto reg = Registry::claim(dir, "veth0", mine, cleanup, &err);
+    REQUIRE(reg);
+    std::sort(cleaned.begin(), cleaned.end());
+    std::vector<pid_t> want{gone, ::getppid()};
+    std::sort(want.begin(), want.end());
+    CHECK(cleaned == want);
+    CHECK(slurp(sysctl) == "22\n");
+    const auto left = Registry::list(dir);
+    REQUIRE(left.size() == 1);
+    CHECK(left[0].pid == ::getpid());
+}
