@@ -141,6 +141,8 @@ void Tcb::connect(SeqNum iss, Instant now, Actions& out) {
     snd_.una = iss;
     snd_.nxt = iss;
     snd_.max = iss;
+    recover_ = iss;
+    ecn_recover_ = iss;
     sq_seq_ = iss + 1;
     ts_offset_ = iss.raw() * 2654435761u;
     rcv_.wscale = cfg_.window_scale ? rcv_wscale_for(cfg_.rcv_buf) : 0;
@@ -186,6 +188,8 @@ void Tcb::accept_syn(const TcpRepr& syn, uint8_t ip_ecn, SeqNum iss, Instant now
     snd_.una = iss;
     snd_.nxt = iss;
     snd_.max = iss;
+    recover_ = iss;
+    ecn_recover_ = iss;
     sq_seq_ = iss + 1;
     ts_offset_ = iss.raw() * 2654435761u;
     negotiate(syn, ip_ecn);
@@ -255,7 +259,9 @@ bool Tcb::fast_path_ok(const TcpRepr& seg, size_t len) const {
            seg.ack - snd_.una >= 0 && seg.ack - snd_.max <= 0 && (uint32_t(seg.window) << snd_.wscale) == snd_.wnd &&
            !in_recovery_ && dupacks_ == 0 && reasm_.empty() && sb_.empty() && seg.opts.sack_count == 0 &&
            (!ts_ok_ || (seg.opts.ts && int32_t(seg.opts.ts->tsval - ts_recent_) >= 0)) &&
-           len <= uint32_t(rcv_.adv - rcv_.nxt) && !app_closed_ && !ce_pending_ && snd_.wnd != 0;
+           len <= uint32_t(rcv_.adv - rcv_.nxt) && !app_closed_ && !ce_pending_ && snd_.wnd != 0 &&
+           // a pure duplicate ACK with data outstanding is loss-detection work
+           (len > 0 || seg.ack != snd_.una || snd_.max == snd_.una);
 }
 
 void Tcb::on_segment(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now, Actions& out) {
@@ -270,6 +276,7 @@ void Tcb::on_segment(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant 
 void Tcb::fast_path(const TcpRepr& seg, Slice payload, Instant now, Actions& out) {
     ++st_.fast_path;
     last_rx_ = now;
+    keepalive_probes_ = 0;
     if (ts_ok_ && seg.seq - last_ack_sent_ <= 0) { // RFC 7323 §4.3
         ts_recent_ = seg.opts.ts->tsval;
         ts_recent_age_ = now;
@@ -378,7 +385,7 @@ void Tcb::syn_sent_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, In
             rtt_sample(std::chrono::microseconds(ts_now(now) - seg.opts.ts->tsecr));
         backoff_ = 0;
         rto_at_ = Instant::never();
-        snd_.wnd = uint32_t(seg.window) << snd_.wscale;
+        snd_.wnd = seg.window;  // a SYN's window is never scaled (RFC 7323 §2.2)
         snd_.max_wnd = snd_.wnd;
         snd_.wl1 = seg.seq;
         snd_.wl2 = seg.ack;
@@ -895,12 +902,15 @@ void Tcb::receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant no
         ack_now_ = true;
         return;
     }
-    if (payload.size() > uint32_t(room)) payload.remove_suffix(payload.size() - uint32_t(room));
+    bool fin = seg.has(FIN);
+    if (payload.size() > uint32_t(room)) {
+        payload.remove_suffix(payload.size() - uint32_t(room));
+        fin = false;  // the FIN lies beyond the window
+    }
 
     if (seq != rcv_.nxt) {
         // Out of order: queue (zero-copy) and ACK at once with SACK blocks
         // (RFC 5681 §4.2: immediate ACK for out-of-order data).
-        bool fin = seg.has(FIN) && payload.size() + (seq - seg.seq) == 0; // FIN never survives a trim here
         auto r = reasm_.insert(seq, std::move(payload), fin, rcv_.nxt);
         switch (r) {
         case Reassembly::Insert::Queued: ++st_.ooo_segments; break;
@@ -915,7 +925,7 @@ void Tcb::receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant no
     if (had_hole) {
         // Filling a hole: deliver what became in order, ACK at once (RFC 5681 §4.2).
         reasm_out_.clear();
-        bool fin = reasm_.pop_in_order(&rcv_.nxt, &reasm_out_);
+        bool fin_popped = reasm_.pop_in_order(&rcv_.nxt, &reasm_out_);
         for (Slice& s : reasm_out_) {
             uint32_t n = uint32_t(s.size());
             rcv_.unread += n;
@@ -923,7 +933,7 @@ void Tcb::receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant no
             if (n > 0) out.readable.push_back(Readable{id_, std::move(s)});
         }
         reasm_out_.clear();
-        if (fin && !fin_received_) on_fin_received(now, out);
+        if (fin_popped && !fin_received_) on_fin_received(now, out);
         ack_now_ = true;
         return;
     }

@@ -1,0 +1,315 @@
+// crescent tests — the sans-IO Host: RST for unknown ports (RFC 9293 §3.10.7.1),
+// listen/accept with backlog, SYN cookies (RFC 4987), RFC 6528 ISNs, timers,
+// and two Hosts talking to each other through a lossless in-memory wire.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <string>
+
+#include "stack/tcp/host.hpp"
+#include "tests/support/zbuf_leak.hpp"
+
+using namespace crescent;
+using namespace crescent::tcp;
+using namespace crescent::wire::tcp_flags;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr Ipv4Addr kA{0x0a000001}, kB{0x0a000002};
+
+HostConfig host_cfg(Ipv4Addr ip) {
+    HostConfig c;
+    c.local_ip = ip;
+    c.secret = {0x1111, 0x2222};
+    return c;
+}
+
+TcpRepr syn_to(uint16_t sport, uint16_t dport, uint32_t seq) {
+    TcpRepr r;
+    r.src_port = sport;
+    r.dst_port = dport;
+    r.seq = SeqNum(seq);
+    r.flags = SYN;
+    r.window = 65535;
+    r.opts.mss = 1460;
+    return r;
+}
+
+// A copied segment in flight between two hosts.
+struct Wire {
+    Ipv4Addr src, dst;
+    uint8_t ecn;
+    TcpRepr repr;
+    Slice payload;
+};
+
+Slice copy_payload(zbuf::Arena& arena, const OutSegment& o) {
+    uint32_t n = o.payload_len();
+    if (n == 0) return Slice();
+    Slice s = arena.alloc_slice(n);
+    REQUIRE(s);
+    size_t off = 0;
+    for (auto& v : o.payload()) {
+        std::memcpy(s.data() + off, v.data, v.len);
+        off += v.len;
+    }
+    return s;
+}
+
+// Two hosts and a lossless, zero-delay wire.
+struct Pair {
+    crescent::test::ZbufArenaFixture arena{64u << 20};
+    Host a{host_cfg(kA)}, b{host_cfg(kB)};
+    Instant now = Instant::from_nanos(5'000'000'000);
+    Actions oa, ob;
+    std::deque<Wire> to_a, to_b;
+    std::string got_a, got_b;  // bytes the applications read
+    std::vector<Event> ev_a, ev_b;
+
+    void collect(Actions& o, std::deque<Wire>& q, std::string& got, Host& h, std::vector<Event>& ev) {
+        for (auto& s : o.segments) q.push_back(Wire{s.src, s.dst, s.ip_ecn, s.repr, copy_payload(arena.arena(), s)});
+        for (auto& r : o.readable) {
+            got.append(reinterpret_cast<const char*>(r.data.data()), r.data.size());
+            h.consume(r.conn, uint32_t(r.data.size()));
+        }
+        for (auto& e : o.events) ev.push_back(e);
+        o.clear();
+    }
+
+    // Run until nothing is in flight and no deadline falls before `until`.
+    void run(Instant until, const std::function<void()>& app = {}) {
+        for (int guard = 0; guard < 1'000'000; ++guard) {
+            if (app) app();
+            a.flush(now, oa);
+            b.flush(now, ob);
+            collect(oa, to_b, got_a, a, ev_a);
+            collect(ob, to_a, got_b, b, ev_b);
+            a.flush(now, oa);  // window updates from consume()
+            b.flush(now, ob);
+            collect(oa, to_b, got_a, a, ev_a);
+            collect(ob, to_a, got_b, b, ev_b);
+            if (to_a.empty() && to_b.empty()) {
+                Instant next = min(a.next_deadline(), b.next_deadline());
+                if (next > until) return;
+                now = std::max(now, next);
+                a.on_timer(now, oa);
+                b.on_timer(now, ob);
+                continue;
+            }
+            while (!to_b.empty()) {
+                Wire w = std::move(to_b.front());
+                to_b.pop_front();
+                b.on_segment(w.src, w.dst, w.ecn, w.repr, std::move(w.payload), now, ob);
+            }
+            while (!to_a.empty()) {
+                Wire w = std::move(to_a.front());
+                to_a.pop_front();
+                a.on_segment(w.src, w.dst, w.ecn, w.repr, std::move(w.payload), now, oa);
+            }
+            now += 10us;
+        }
+        FAIL("the exchange did not settle");
+    }
+};
+
+} // namespace
+
+TEST_CASE("RFC 9293 §3.10.7.1 segments to a closed port get a RST", "[tcp][host]") {
+    crescent::test::ZbufArenaFixture arena;
+    Host h(host_cfg(kA));
+    Actions out;
+    Instant now = Instant::from_nanos(1);
+    h.on_segment(kB, kA, 0, syn_to(4000, 80, 100), Slice(), now, out);
+    REQUIRE(out.segments.size() == 1);
+    auto& r = out.segments[0].repr;
+    CHECK(r.flags == (RST | ACK));
+    CHECK(r.seq == SeqNum(0));
+    CHECK(r.ack == SeqNum(101));
+    CHECK(r.src_port == 80);
+    CHECK(r.dst_port == 4000);
+    CHECK(out.segments[0].dst == kB);
+    out.clear();
+    TcpRepr ack = syn_to(4000, 80, 100);
+    ack.flags = ACK;
+    ack.ack = SeqNum(777);
+    h.on_segment(kB, kA, 0, ack, Slice(), now, out);
+    REQUIRE(out.segments.size() == 1);
+    CHECK(out.segments[0].repr.flags == RST);
+    CHECK(out.segments[0].repr.seq == SeqNum(777));
+    out.clear();
+    TcpRepr rst = syn_to(4000, 80, 100);
+    rst.flags = RST;
+    h.on_segment(kB, kA, 0, rst, Slice(), now, out);
+    CHECK(out.segments.empty());
+    CHECK(h.stats().drop_no_listener == 3);
+    h.on_segment(kB, kB, 0, syn_to(4000, 80, 100), Slice(), now, out);
+    CHECK(h.stats().drop_wrong_dst == 1);
+}
+
+TEST_CASE("RFC 9293 §3.10.7.2 LISTEN: handshake, accept queue, ESTABLISHED", "[tcp][host]") {
+    crescent::test::ZbufArenaFixture arena;
+    Host h(host_cfg(kA));
+    REQUIRE(h.listen(80, 4) == ListenResult::Ok);
+    CHECK(h.listen(80, 4) == ListenResult::AddressInUse);
+    Actions out;
+    Instant now = Instant::from_nanos(1'000'000);
+    h.on_segment(kB, kA, 0, syn_to(4000, 80, 100), Slice(), now, out);
+    REQUIRE(out.segments.size() == 1);
+    TcpRepr synack = out.segments[0].repr;
+    CHECK(synack.flags == (SYN | ACK));
+    CHECK(synack.ack == SeqNum(101));
+    CHECK(synack.seq == h.isn(Endpoints{kA, kB, 80, 4000}, now));
+    CHECK(!h.accept(80));
+    out.clear();
+    TcpRepr ack;
+    ack.src_port = 4000;
+    ack.dst_port = 80;
+    ack.seq = SeqNum(101);
+    ack.ack = synack.seq + 1;
+    ack.flags = ACK;
+    ack.window = 65535;
+    h.on_segment(kB, kA, 0, ack, Slice(), now, out);
+    bool acceptable = false;
+    for (auto& e : out.events)
+        if (e.kind == EventKind::Acceptable && e.port == 80) acceptable = true;
+    CHECK(acceptable);
+    auto c = h.accept(80);
+    REQUIRE(c);
+    REQUIRE(h.find(*c));
+    CHECK(h.find(*c)->state() == State::Established);
+    CHECK(h.lookup(kB, 4000, 80) == c);
+    // A RST at RCV.NXT frees the connection; the handle goes stale.
+    out.clear();
+    TcpRepr rst = ack;
+    rst.flags = RST;
+    h.on_segment(kB, kA, 0, rst, Slice(), now, out);
+    CHECK(h.find(*c) == nullptr);
+    CHECK(h.connection_count() == 0);
+}
+
+TEST_CASE("RFC 4987 §3.6 SYN cookies when the backlog is full", "[tcp][host][syncookie]") {
+    crescent::test::ZbufArenaFixture arena;
+    Host h(host_cfg(kA));
+    REQUIRE(h.listen(80, 1) == ListenResult::Ok);
+    Actions out;
+    Instant now = Instant::from_nanos(3'000'000'000);
+    h.on_segment(kB, kA, 0, syn_to(4000, 80, 100), Slice(), now, out);  // fills the backlog
+    CHECK(h.connection_count() == 1);
+    out.clear();
+    h.on_segment(kB, kA, 0, syn_to(4001, 80, 9000), Slice(), now, out);
+    REQUIRE(out.segments.size() == 1);
+    CHECK(h.stats().syn_cookies_sent == 1);
+    CHECK(h.connection_count() == 1);  // stateless
+    TcpRepr synack = out.segments[0].repr;
+    CHECK(synack.flags == (SYN | ACK));
+    out.clear();
+    // A forged ACK (wrong cookie) gets a RST and no state.
+    TcpRepr bad;
+    bad.src_port = 4001;
+    bad.dst_port = 80;
+    bad.seq = SeqNum(9001);
+    bad.ack = synack.seq + 2;
+    bad.flags = ACK;
+    bad.window = 1000;
+    h.on_segment(kB, kA, 0, bad, Slice(), now, out);
+    CHECK(h.stats().syn_cookies_bad == 1);
+    CHECK(h.connection_count() == 1);
+    out.clear();
+    // The real third ACK, a little later, creates the connection.
+    TcpRepr ack = bad;
+    ack.ack = synack.seq + 1;
+    h.on_segment(kB, kA, 0, ack, Slice(), now + 1s, out);
+    CHECK(h.stats().syn_cookies_ok == 1);
+    CHECK(h.connection_count() == 2);
+    auto c = h.lookup(kB, 4001, 80);
+    REQUIRE(c);
+    CHECK(h.find(*c)->state() == State::Established);
+    CHECK(h.find(*c)->stats().snd_mss == 1460);
+}
+
+TEST_CASE("RFC 6528 ISN: keyed per 4-tuple, advancing with a 4 us clock", "[tcp][host][isn]") {
+    Host h1(host_cfg(kA)), h2(host_cfg(kA));
+    HostConfig other = host_cfg(kA);
+    other.secret = {0x3333, 0x4444};
+    Host h3(other);
+    Endpoints e1{kA, kB, 80, 4000}, e2{kA, kB, 80, 4001};
+    Instant t = Instant::from_nanos(123'456'789);
+    CHECK(h1.isn(e1, t) == h2.isn(e1, t));  // deterministic for a seed
+    CHECK(h1.isn(e1, t) != h1.isn(e2, t));  // differs per tuple
+    CHECK(h1.isn(e1, t) != h3.isn(e1, t));  // differs per secret
+    CHECK(h1.isn(e1, t + 4us) - h1.isn(e1, t) == 1);
+}
+
+TEST_CASE("two Hosts: connect, transfer both ways, close, TIME-WAIT expires", "[tcp][host][e2e]") {
+    Pair p;
+    REQUIRE(p.b.listen(9000, 16) == ListenResult::Ok);
+    ConnId ca;
+    REQUIRE(p.a.connect(kB, 9000, 40000, p.now, p.oa, &ca) == ConnectResult::Ok);
+    CHECK(p.a.connect(kB, 9000, 40000, p.now, p.oa, nullptr) == ConnectResult::AddressInUse);
+    p.run(p.now + 10ms);
+    REQUIRE(p.a.find(ca));
+    CHECK(p.a.find(ca)->state() == State::Established);
+    auto cb = p.b.accept(9000);
+    REQUIRE(cb);
+
+    // 1 MiB from a to b in 4 KiB slices, 64 KiB back, with backpressure.
+    const size_t total = 1u << 20;
+    std::string expect_b, expect_a;
+    size_t sent_ab = 0, sent_ba = 0;
+    auto pattern = [](size_t i) { return char('a' + (i * 7 + i / 4096) % 26); };
+    auto app = [&] {
+        while (sent_ab < total) {
+            size_t n = std::min<size_t>(4096, total - sent_ab);
+            Slice s = p.arena->alloc_slice(n);
+            REQUIRE(s);
+            for (size_t i = 0; i < n; ++i) reinterpret_cast<char*>(s.data())[i] = pattern(sent_ab + i);
+            if (p.a.send(ca, s) != SendResult::Ok) break;
+            for (size_t i = 0; i < n; ++i) expect_b.push_back(pattern(sent_ab + i));
+            sent_ab += n;
+        }
+        while (sent_ba < 65536) {
+            Slice s = p.arena->alloc_slice(1000);
+            REQUIRE(s);
+            std::memset(s.data(), 'z', 1000);
+            if (p.b.send(*cb, s) != SendResult::Ok) break;
+            expect_a.append(1000, 'z');
+            sent_ba += 1000;
+        }
+    };
+    p.run(p.now + 5s, app);
+    CHECK(p.got_b.size() == total);
+    CHECK(p.got_b == expect_b);
+    CHECK(p.got_a == expect_a);
+    auto sa = p.a.find(ca)->stats();
+    CHECK(sa.retrans_timeout == 0);
+    CHECK(sa.fast_path > 0);
+
+    // a closes first (TIME-WAIT), then b.
+    p.a.close(ca);
+    p.run(p.now + 10ms);
+    CHECK(p.b.find(*cb)->state() == State::CloseWait);
+    p.b.close(*cb);
+    p.run(p.now + 10ms);
+    CHECK(p.b.find(*cb) == nullptr);
+    CHECK(p.b.connection_count() == 0);
+    REQUIRE(p.a.find(ca));
+    CHECK(p.a.find(ca)->state() == State::TimeWait);
+    p.run(p.now + 2s);  // TIME-WAIT (1 s) serviced by Host::on_timer
+    CHECK(p.a.find(ca) == nullptr);
+    CHECK(p.a.connection_count() == 0);
+}
+
+TEST_CASE("Host: connect to a closed port is refused", "[tcp][host][e2e]") {
+    Pair p;
+    ConnId ca;
+    REQUIRE(p.a.connect(kB, 9999, 40001, p.now, p.oa, &ca) == ConnectResult::Ok);
+    p.run(p.now + 10ms);
+    bool refused = false;
+    for (auto& e : p.ev_a)
+        if (e.kind == EventKind::Closed && e.reason == CloseReason::Refused) refused = true;
+    CHECK(refused);
+    CHECK(p.a.connection_count() == 0);
+}

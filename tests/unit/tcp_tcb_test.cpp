@@ -1,0 +1,739 @@
+// crescent tests — the sans-IO Tcb: RFC 9293 state diagram, data transfer,
+// retransmission, recovery, flow control, timers, security. Exact segments in,
+// exact segments out, virtual time (smoltcp style); see tcp_fixture.hpp.
+#include "tests/unit/tcp_fixture.hpp"
+
+using namespace crescent;
+using namespace crescent::tcp;
+using namespace crescent::tcp::test;
+
+// ---------------------------------------------------------------------------
+// RFC 9293 §3.3.2 state diagram: opening
+
+TEST_CASE("RFC 9293 §3.5 active open: CLOSED -> SYN-SENT -> ESTABLISHED", "[tcp][state]") {
+    TcbFixture t;
+    t.tcb->connect(SeqNum(kIss), t.now, t.out);
+    CHECK(t.tcb->state() == State::SynSent);
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.opts.mss == 1460);
+    t.expect_sent({{SYN, -1, 0, "", 65535}});
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0);
+    synack.opts.mss = 1200;
+    t.recv(synack);
+    CHECK(t.tcb->state() == State::Established);
+    CHECK(t.has_event(EventKind::Connected));
+    t.expect_sent({{ACK, 0, 0}});
+    CHECK(t.tcb->stats().snd_mss == 1200);  // RFC 9293 §3.7.1: min(ours, peer's)
+}
+
+TEST_CASE("RFC 9293 §3.7.1 MSS defaults to 536 without the option", "[tcp][mss]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    t.recv(t.seg(SYN | ACK, -1, 0));
+    CHECK(t.tcb->stats().snd_mss == 536);
+}
+
+TEST_CASE("RFC 9293 §3.5 passive open: SYN-RECEIVED -> ESTABLISHED", "[tcp][state]") {
+    TcbFixture t;
+    TcpRepr syn = t.seg(SYN, -1, 0);
+    t.tcb->accept_syn(syn, 0, SeqNum(kIss), t.now, t.out);
+    t.expect_sent({{SYN | ACK, -1, 0}});
+    CHECK(t.tcb->state() == State::SynReceived);
+    t.recv(t.seg(ACK, 0, 0));
+    CHECK(t.tcb->state() == State::Established);
+    CHECK(t.has_event(EventKind::Connected));
+    t.expect_nothing();
+}
+
+TEST_CASE("RFC 9293 §3.5 simultaneous open: SYN-SENT -> SYN-RECEIVED -> ESTABLISHED", "[tcp][state]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    t.recv(t.seg(SYN, -1, 0));
+    CHECK(t.tcb->state() == State::SynReceived);
+    t.expect_sent({{SYN | ACK, -1, 0}});
+    // The peer's SYN-ACK (its SYN is old now): answered with an ACK.
+    t.recv(t.seg(SYN | ACK, -1, 0));
+    t.expect_sent({{ACK, 0, 0}});
+    // The peer's ACK of our SYN completes the open.
+    t.recv(t.seg(ACK, 0, 0));
+    CHECK(t.tcb->state() == State::Established);
+}
+
+TEST_CASE("RFC 9293 §3.10.7.3 SYN-SENT: RST with acceptable ACK refuses the connection", "[tcp][state]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    t.recv(t.seg(RST, 0, -1));  // no ACK bit: ignored
+    CHECK(t.tcb->state() == State::SynSent);
+    t.recv(t.seg(RST | ACK, 0, 0));
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::Refused);
+    t.expect_nothing();
+}
+
+TEST_CASE("RFC 9293 §3.10.7.3 SYN-SENT: unacceptable ACK gets <SEQ=SEG.ACK><CTL=RST>", "[tcp][state]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    t.recv(t.seg(SYN | ACK, -1, 10));
+    t.expect_sent({{RST, 10}});
+    CHECK(t.tcb->state() == State::SynSent);
+}
+
+TEST_CASE("RFC 9293 §3.10.7.4 SYN-RECEIVED: RST returns the embryo to CLOSED", "[tcp][state]") {
+    TcbFixture t;
+    t.to_syn_received();
+    t.recv(t.seg(RST, 0, 0));
+    CHECK(t.tcb->state() == State::Closed);
+    t.expect_nothing();
+}
+
+TEST_CASE("RFC 9293 §3.10.7.4 SYN-RECEIVED: bad ACK gets a RST", "[tcp][state]") {
+    TcbFixture t;
+    t.to_syn_received();
+    t.recv(t.seg(ACK, 0, -1));  // acks nothing new (SEG.ACK = ISS)
+    t.expect_sent({{RST, -1}});
+    CHECK(t.tcb->state() == State::SynReceived);
+}
+
+// ---------------------------------------------------------------------------
+// closing
+
+TEST_CASE("RFC 9293 §3.6 active close: FIN-WAIT-1 -> FIN-WAIT-2 -> TIME-WAIT -> CLOSED", "[tcp][state]") {
+    TcbFixture t;
+    t.to_established();
+    t.tcb->shutdown_write();
+    CHECK(t.tcb->state() == State::FinWait1);
+    t.flush();
+    t.expect_sent({{FIN | ACK, 0, 0}});
+    t.recv(t.seg(ACK, 0, 1));
+    CHECK(t.tcb->state() == State::FinWait2);
+    t.expect_nothing();
+    t.recv(t.seg(FIN | ACK, 0, 1));
+    CHECK(t.tcb->state() == State::TimeWait);
+    CHECK(t.has_event(EventKind::PeerFin));
+    CHECK(t.closed_reason() == CloseReason::Normal);
+    t.expect_sent({{ACK, 1, 1}});
+    t.advance(999ms);
+    CHECK(t.tcb->state() == State::TimeWait);
+    t.advance(1ms);  // 2*MSL = Config::time_wait (1 s)
+    CHECK(t.tcb->state() == State::Closed);
+    t.expect_nothing();
+}
+
+TEST_CASE("RFC 9293 §3.6 FIN-WAIT-1 with FIN+ACK goes straight to TIME-WAIT", "[tcp][state]") {
+    TcbFixture t;
+    t.to_fin_wait1();
+    t.recv(t.seg(FIN | ACK, 0, 1));
+    CHECK(t.tcb->state() == State::TimeWait);
+    t.expect_sent({{ACK, 1, 1}});
+}
+
+TEST_CASE("RFC 9293 §3.6 passive close: CLOSE-WAIT -> LAST-ACK -> CLOSED", "[tcp][state]") {
+    TcbFixture t;
+    t.to_established();
+    t.recv(t.seg(FIN | ACK, 0, 0));
+    CHECK(t.tcb->state() == State::CloseWait);
+    CHECK(t.has_event(EventKind::PeerFin));
+    t.expect_sent({{ACK, 0, 1}});
+    t.clear();
+    t.tcb->shutdown_write();
+    CHECK(t.tcb->state() == State::LastAck);
+    t.flush();
+    t.expect_sent({{FIN | ACK, 0, 1}});
+    t.recv(t.seg(ACK, 1, 1));
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::Normal);
+}
+
+TEST_CASE("RFC 9293 §3.6 simultaneous close: FIN-WAIT-1 -> CLOSING -> TIME-WAIT", "[tcp][state]") {
+    TcbFixture t;
+    t.to_fin_wait1();
+    t.recv(t.seg(FIN | ACK, 0, 0));  // its FIN does not ack ours
+    CHECK(t.tcb->state() == State::Closing);
+    t.expect_sent({{ACK, 1, 1}});
+    t.recv(t.seg(ACK, 1, 1));
+    CHECK(t.tcb->state() == State::TimeWait);
+}
+
+TEST_CASE("RFC 9293 §3.10.7.4 TIME-WAIT re-acknowledges a retransmitted FIN and restarts 2MSL", "[tcp][state]") {
+    TcbFixture t;
+    t.to_time_wait();
+    t.advance(900ms);
+    t.recv(t.seg(FIN | ACK, 0, 1));
+    t.expect_sent({{ACK, 1, 1}});
+    t.advance(900ms);
+    CHECK(t.tcb->state() == State::TimeWait);  // restarted
+    t.advance(100ms);
+    CHECK(t.tcb->state() == State::Closed);
+}
+
+TEST_CASE("RFC 1337 TIME-WAIT ignores RST", "[tcp][state]") {
+    TcbFixture t;
+    t.to_time_wait();
+    t.recv(t.seg(RST, 1, 0));
+    CHECK(t.tcb->state() == State::TimeWait);
+}
+
+TEST_CASE("RFC 9293 §3.6 half-close: data still flows to us in FIN-WAIT-2", "[tcp][state]") {
+    TcbFixture t;
+    t.to_fin_wait2();
+    t.recv(t.seg(ACK | PSH, 0, 1), "late data");
+    CHECK(t.take_readable() == "late data");
+    t.expect_sent({{ACK, 1, 9}});
+    CHECK(t.tcb->state() == State::FinWait2);
+}
+
+TEST_CASE("RFC 9293 §3.6 half-close: we still send in CLOSE-WAIT", "[tcp][state]") {
+    TcbFixture t;
+    t.to_close_wait();
+    REQUIRE(t.send("reply") == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK | PSH, 0, 1, "reply"}});
+}
+
+TEST_CASE("RFC 9293 §3.10.5 ABORT sends RST and closes", "[tcp][state]") {
+    TcbFixture t;
+    t.to_established();
+    REQUIRE(t.send("queued") == SendResult::Ok);
+    t.tcb->abort(t.now, t.out);
+    t.expect_sent({{RST, 0}});
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::AbortedLocally);
+}
+
+TEST_CASE("RFC 9293 §3.10.7.4 RST at RCV.NXT resets an ESTABLISHED connection", "[tcp][state]") {
+    for (auto build : {&TcbFixture::to_established, &TcbFixture::to_fin_wait1, &TcbFixture::to_fin_wait2,
+                       &TcbFixture::to_close_wait, &TcbFixture::to_closing, &TcbFixture::to_last_ack}) {
+        TcbFixture t;
+        (t.*build)();
+        int64_t seq = (t.tcb->state() == State::CloseWait || t.tcb->state() == State::Closing ||
+                       t.tcb->state() == State::LastAck) ? 1 : 0;
+        t.recv(t.seg(RST, seq, 0));
+        CHECK(t.tcb->state() == State::Closed);
+        CHECK(t.closed_reason() == CloseReason::ResetByPeer);
+    }
+}
+
+TEST_CASE("RFC 9293 §3.10.7.1 a CLOSED Tcb answers with RST", "[tcp][state]") {
+    TcbFixture t;
+    t.recv(t.seg(ACK, 5, 7));
+    t.expect_sent({{RST, 7}});
+    t.recv(t.seg(RST, 5, 7));
+    t.expect_nothing();
+}
+
+// ---------------------------------------------------------------------------
+// data transfer
+
+TEST_CASE("RFC 9293 §3.10.7.4 seventh: in-order data is delivered and acknowledged", "[tcp][data]") {
+    TcbFixture t;
+    t.to_established();
+    t.recv(t.seg(ACK | PSH, 0, 0), "hello");
+    CHECK(t.take_readable() == "hello");
+    t.expect_sent({{ACK, 0, 5, "", 65530}});
+    CHECK(t.tcb->stats().fast_path == 1);
+    t.tcb->consume(5);
+    CHECK(t.tcb->stats().bytes_in == 5);
+}
+
+TEST_CASE("send queues zero-copy and the ACK drops the references", "[tcp][data]") {
+    TcbFixture t;
+    t.to_established();
+    REQUIRE(t.send("abc") == SendResult::Ok);
+    REQUIRE(t.send("defg") == SendResult::Ok);
+    t.expect_nothing();  // nothing until flush
+    t.flush();
+    t.expect_sent({{ACK | PSH, 0, 0, "abcdefg"}});
+    uint64_t live_before = t.arena->live();
+    t.recv(t.seg(ACK, 0, 3));
+    CHECK(t.arena->live() == live_before - 1);  // "abc" released
+    t.recv(t.seg(ACK, 0, 7));
+    CHECK(t.arena->live() == live_before - 2);
+    uint32_t acked = 0;
+    for (auto& e : t.out.events)
+        if (e.kind == EventKind::Acked) acked += e.bytes;
+    CHECK(acked == 7);
+    t.expect_nothing();
+}
+
+TEST_CASE("send buffer backpressure: WouldBlock then Writable", "[tcp][data]") {
+    Config c = TcbFixture::default_config();
+    c.snd_buf = 10;
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send("0123456789") == SendResult::Ok);
+    CHECK(t.send("x") == SendResult::WouldBlock);
+    t.flush();
+    t.clear();
+    t.recv(t.seg(ACK, 0, 10));
+    CHECK(t.has_event(EventKind::Writable));
+    CHECK(t.send("x") == SendResult::Ok);
+}
+
+TEST_CASE("segmentation at the MSS and the peer window", "[tcp][data]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0, 3000);
+    synack.opts.mss = 1000;
+    t.recv(synack);
+    t.clear();
+    REQUIRE(t.send(std::string(3500, 'a')) == SendResult::Ok);
+    t.flush();
+    // cwnd (RFC 6928 IW) is larger; the peer's 3000-byte window limits.
+    t.expect_sent({{ACK, 0, 0, std::string(1000, 'a')},
+                   {ACK, 1000, 0, std::string(1000, 'a')},
+                   {ACK, 2000, 0, std::string(1000, 'a')}});
+    t.recv(t.seg(ACK, 0, 3000, 3000));
+    t.expect_sent({{ACK | PSH, 3000, 0, std::string(500, 'a')}});
+}
+
+// ---------------------------------------------------------------------------
+// RFC 6298 retransmission timer
+
+TEST_CASE("RFC 6298 §5.4 RTO retransmits the first unacknowledged segment", "[tcp][rto]") {
+    TcbFixture t;
+    t.to_established();
+    REQUIRE(t.send("data") == SendResult::Ok);
+    t.flush();
+    t.clear();
+    Duration rto = t.tcb->stats().rto;
+    t.advance(rto - 1ms);
+    t.expect_nothing();
+    t.advance(1ms);
+    t.expect_sent({{ACK | PSH, 0, 0, "data"}});
+    CHECK(t.tcb->stats().retrans_timeout == 1);
+}
+
+TEST_CASE("RFC 6298 §5.5 backoff doubles RTO", "[tcp][rto]") {
+    TcbFixture t;
+    t.to_established();
+    Duration rto0 = t.tcb->stats().rto;
+    REQUIRE(t.send("x") == SendResult::Ok);
+    t.flush();
+    t.clear();
+    t.advance(rto0);
+    t.expect_sent({{ACK | PSH, 0, 0, "x"}});
+    CHECK(t.tcb->stats().rto == 2 * rto0);
+    t.advance(2 * rto0 - 1ms);
+    t.expect_nothing();
+    t.advance(1ms);
+    t.expect_sent({{ACK | PSH, 0, 0, "x"}});
+    CHECK(t.tcb->stats().rto == 4 * rto0);
+}
+
+TEST_CASE("RFC 6298 §2 RTT sample sets SRTT/RTTVAR and the RTO floor applies", "[tcp][rto]") {
+    TcbFixture t;
+    t.to_established();  // SYN RTT sample of 0 -> srtt ~ 1 us
+    REQUIRE(t.send("x") == SendResult::Ok);
+    t.flush();
+    t.advance(200us);
+    t.recv(t.seg(ACK, 0, 1));
+    auto s = t.tcb->stats();
+    CHECK(s.rtt_samples >= 1);
+    CHECK(s.rto == 5ms);  // min_rto floor (srtt + 4 rttvar is far below)
+    t.clear();
+    // Slow path: a 100 ms sample raises the RTO above the floor.
+    REQUIRE(t.send("y") == SendResult::Ok);
+    t.flush();
+    t.now += 100ms;
+    t.recv(t.seg(ACK, 0, 2));
+    CHECK(t.tcb->stats().rto > 100ms);
+}
+
+TEST_CASE("RFC 6298 retry limit aborts with RetransmitTimeout", "[tcp][rto]") {
+    Config c = TcbFixture::default_config();
+    c.max_retries = 3;
+    c.max_rto = 4s;
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send("x") == SendResult::Ok);
+    t.flush();
+    t.clear();
+    t.advance(60s);
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::RetransmitTimeout);
+    CHECK(t.tcb->stats().retrans_timeout == 3);
+    REQUIRE(!t.out.segments.empty());
+    CHECK(t.out.segments.back().repr.flags == RST);
+}
+
+TEST_CASE("RFC 6298 §5 SYN retries exhausted: ConnectTimeout", "[tcp][rto]") {
+    Config c = TcbFixture::default_config();
+    c.syn_retries = 2;
+    TcbFixture t(c);
+    t.to_syn_sent();
+    t.advance(1s);
+    t.expect_sent({{SYN, -1}});
+    t.advance(2s);
+    t.expect_sent({{SYN, -1}});
+    t.advance(4s);
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::ConnectTimeout);
+}
+
+TEST_CASE("RFC 6298 §3 Karn: no RTT sample from a retransmitted segment", "[tcp][rto]") {
+    TcbFixture t;
+    t.to_established();
+    uint32_t samples = t.tcb->stats().rtt_samples;
+    REQUIRE(t.send("x") == SendResult::Ok);
+    t.flush();
+    t.advance(1s);  // retransmission
+    t.recv(t.seg(ACK, 0, 1));
+    CHECK(t.tcb->stats().rtt_samples == samples);
+}
+
+// ---------------------------------------------------------------------------
+// loss recovery
+
+namespace {
+// Established with 1000-byte MSS and `n` segments of 'a'..: in flight.
+void send_segments(TcbFixture& t, int n) {
+    for (int i = 0; i < n; ++i) REQUIRE(t.send(std::string(1000, char('a' + i))) == SendResult::Ok);
+    t.flush();
+    REQUIRE(t.out.segments.size() == size_t(n));
+    t.clear();
+}
+void establish_mss1000(TcbFixture& t, bool sack) {
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0);
+    synack.opts.mss = 1000;
+    synack.opts.sack_permitted = sack;
+    t.recv(synack);
+    t.clear();
+}
+} // namespace
+
+TEST_CASE("RFC 5681 §3.2 fast retransmit after three duplicate ACKs, RFC 3042 limited transmit", "[tcp][recovery]") {
+    TcbFixture t;
+    establish_mss1000(t, false);
+    send_segments(t, 4);
+    REQUIRE(t.send(std::string(2000, 'z')) == SendResult::Ok);  // new data for limited transmit
+    t.recv(t.seg(ACK, 0, 0));  // dupack 1
+    // RFC 3042: one new segment per of the first two dupacks (cwnd allows 4 here... IW is 10)
+    t.clear();
+    t.recv(t.seg(ACK, 0, 0));  // dupack 2
+    t.clear();
+    t.recv(t.seg(ACK, 0, 0));  // dupack 3 -> fast retransmit of segment 0
+    REQUIRE(!t.out.segments.empty());
+    CHECK(t.out.segments[0].repr.seq == SeqNum(kIss + 1));
+    CHECK(TcbFixture::payload_of(t.out.segments[0]) == std::string(1000, 'a'));
+    CHECK(t.tcb->stats().retrans_fast == 1);
+    CHECK(t.tcb->stats().fast_recoveries == 1);
+    CHECK(t.tcb->stats().dupacks == 3);
+}
+
+TEST_CASE("RFC 6582 §3.2 NewReno partial ACK retransmits the next hole", "[tcp][recovery]") {
+    TcbFixture t;
+    establish_mss1000(t, false);
+    send_segments(t, 4);
+    for (int i = 0; i < 3; ++i) t.recv(t.seg(ACK, 0, 0));
+    t.clear();
+    // Partial ACK: segment 0 repaired, segment 1 also lost.
+    t.recv(t.seg(ACK, 0, 1000));
+    REQUIRE(!t.out.segments.empty());
+    CHECK(t.out.segments[0].repr.seq == SeqNum(kIss + 1 + 1000));
+    CHECK(TcbFixture::payload_of(t.out.segments[0]) == std::string(1000, 'b'));
+    t.clear();
+    t.recv(t.seg(ACK, 0, 4000));  // full ACK ends recovery
+    t.expect_nothing();
+    CHECK(t.tcb->stats().bytes_in_flight == 0);
+}
+
+TEST_CASE("RFC 6675 §5 SACK loss recovery retransmits the lost segment", "[tcp][recovery][sack]") {
+    Config c = TcbFixture::default_config();
+    c.sack = true;
+    TcbFixture t(c);
+    establish_mss1000(t, true);
+    REQUIRE(t.tcb->stats().sack_ok);
+    send_segments(t, 5);
+    // Segment 1 (1000..2000) lost; 2, 3, 4 SACKed.
+    for (int i = 2; i <= 4; ++i) {
+        TcpRepr a = t.seg(ACK, 0, 1000);
+        a.opts.sack_count = 1;
+        a.opts.sack[0] = SackBlock{SeqNum(kIss + 1 + 2000), SeqNum(kIss + 1 + 1000 * (i + 1))};
+        t.recv(a);
+    }
+    bool retransmitted = false;
+    for (auto& o : t.out.segments)
+        if (o.repr.seq == SeqNum(kIss + 1 + 1000) && TcbFixture::payload_of(o) == std::string(1000, 'b'))
+            retransmitted = true;
+    CHECK(retransmitted);
+    CHECK(t.tcb->stats().fast_recoveries == 1);
+}
+
+// ---------------------------------------------------------------------------
+// receive side: reassembly, SACK blocks, delayed ACK
+
+TEST_CASE("RFC 2018 §4 out-of-order data: immediate ACK with SACK block, hole fill delivers in order", "[tcp][sack]") {
+    Config c = TcbFixture::default_config();
+    c.sack = true;
+    TcbFixture t(c);
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0);
+    synack.opts.sack_permitted = true;
+    t.recv(synack);
+    t.clear();
+    t.recv(t.seg(ACK, 5, 0), "world");
+    CHECK(t.take_readable().empty());
+    REQUIRE(t.out.segments.size() == 1);
+    auto& a = t.out.segments[0].repr;
+    CHECK(a.ack == SeqNum(kIrs + 1));
+    REQUIRE(a.opts.sack_count == 1);
+    CHECK(a.opts.sack[0] == SackBlock{SeqNum(kIrs + 1 + 5), SeqNum(kIrs + 1 + 10)});
+    CHECK(t.tcb->stats().ooo_segments == 1);
+    t.clear();
+    t.recv(t.seg(ACK, 0, 0), "hello");
+    CHECK(t.take_readable() == "helloworld");
+    t.expect_sent({{ACK, 0, 10}});
+}
+
+TEST_CASE("RFC 1122 §4.2.3.2 delayed ACK: every second segment or the timer", "[tcp][delack]") {
+    Config c = TcbFixture::default_config();
+    c.delayed_ack_segments = 2;
+    c.delayed_ack = 1ms;
+    TcbFixture t(c);
+    t.to_established();
+    t.recv(t.seg(ACK, 0, 0), "a");
+    t.expect_nothing();
+    t.recv(t.seg(ACK, 1, 0), "b");
+    t.expect_sent({{ACK, 0, 2}});
+    t.recv(t.seg(ACK, 2, 0), "c");
+    t.expect_nothing();
+    t.advance(1ms);
+    t.expect_sent({{ACK, 0, 3}});
+    CHECK(t.tcb->stats().delayed_acks == 1);
+}
+
+TEST_CASE("RFC 9293 §3.10.7.4 first: unacceptable segment gets an ACK and is dropped", "[tcp][data]") {
+    TcbFixture t;
+    t.to_established();
+    t.recv(t.seg(ACK, 70000, 0), "far");
+    t.expect_sent({{ACK, 0, 0}});
+    CHECK(t.take_readable().empty());
+    CHECK(t.tcb->stats().drop_not_acceptable == 1);
+}
+
+// ---------------------------------------------------------------------------
+// flow control
+
+TEST_CASE("RFC 9293 §3.8.6.2.2 receive window shrinks with unread data and reopens on consume", "[tcp][window]") {
+    Config c = TcbFixture::default_config();
+    c.rcv_buf = 4000;
+    TcbFixture t(c);
+    t.to_established();
+    t.recv(t.seg(ACK, 0, 0), std::string(4000, 'x'));
+    t.expect_sent({{ACK, 0, 4000, "", 0}});
+    CHECK(t.tcb->stats().zero_window_sent >= 1);
+    t.take_readable();
+    t.tcb->consume(4000);
+    CHECK(t.tcb->has_pending_output());
+    t.flush();
+    t.expect_sent({{ACK, 0, 4000, "", 4000}});
+}
+
+TEST_CASE("RFC 9293 §3.8.6.1 zero window: persist timer sends probes with backoff", "[tcp][window]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    t.recv(t.seg(SYN | ACK, -1, 0, 0));  // peer window 0
+    t.clear();
+    REQUIRE(t.send("blocked") == SendResult::Ok);
+    t.flush();
+    t.expect_nothing();
+    Duration rto = t.tcb->stats().rto;
+    t.advance(rto);
+    t.expect_sent({{ACK, -1, 0}});  // <SEQ=SND.UNA-1>
+    CHECK(t.tcb->stats().zero_window_probes == 1);
+    t.advance(rto);
+    t.expect_nothing();  // backed off to 2*RTO
+    t.advance(rto);
+    t.expect_sent({{ACK, -1, 0}});
+    // Window opens: data flows.
+    t.recv(t.seg(ACK, 0, 0, 1000));
+    t.expect_sent({{ACK | PSH, 0, 0, "blocked"}});
+}
+
+TEST_CASE("RFC 9293 §3.7.4 Nagle holds a small segment while data is in flight", "[tcp][nagle]") {
+    Config c = TcbFixture::default_config();
+    c.nagle = true;
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send("a") == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK | PSH, 0, 0, "a"}});
+    REQUIRE(t.send("b") == SendResult::Ok);
+    t.flush();
+    t.expect_nothing();
+    t.recv(t.seg(ACK, 0, 1));
+    t.expect_sent({{ACK | PSH, 1, 0, "b"}});
+}
+
+TEST_CASE("Nagle off (default) sends small segments at once", "[tcp][nagle]") {
+    TcbFixture t;
+    t.to_established();
+    REQUIRE(t.send("a") == SendResult::Ok);
+    t.flush();
+    REQUIRE(t.send("b") == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK | PSH, 0, 0, "a"}, {ACK | PSH, 1, 0, "b"}});
+}
+
+// ---------------------------------------------------------------------------
+// keepalive
+
+TEST_CASE("RFC 1122 §4.2.3.6 keepalive probes, then abort with KeepaliveTimeout", "[tcp][keepalive]") {
+    Config c = TcbFixture::default_config();
+    c.keepalive = KeepaliveConfig{true, 10s, 1s, 3};
+    TcbFixture t(c);
+    t.to_established();
+    t.advance(10s);
+    t.expect_sent({{ACK, -1, 0}});
+    t.recv(t.seg(ACK, 0, 0));  // answered: idle restarts
+    t.expect_nothing();
+    t.advance(9s);
+    t.expect_nothing();
+    t.advance(1s);
+    t.expect_sent({{ACK, -1, 0}});
+    t.advance(3s);
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::KeepaliveTimeout);
+}
+
+// ---------------------------------------------------------------------------
+// RFC 7323
+
+TEST_CASE("RFC 7323 §2 window scale negotiated and applied", "[tcp][rfc7323]") {
+    Config c = TcbFixture::default_config();
+    c.window_scale = true;
+    c.rcv_buf = 1u << 20;
+    TcbFixture t(c);
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0, 1000);
+    synack.opts.wscale = 3;
+    t.recv(synack);
+    auto s = t.tcb->stats();
+    CHECK(s.snd_wscale == 3);
+    CHECK(s.rcv_wscale == 5);   // 1 MiB >> 5 fits 16 bits
+    CHECK(s.snd_wnd == 1000);   // the SYN-ACK's window is not scaled
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.window == ((1u << 20) >> 5));
+    t.clear();
+    t.recv(t.seg(ACK, 0, 0, 1000));
+    CHECK(t.tcb->stats().snd_wnd == 8000);
+}
+
+TEST_CASE("RFC 7323 §5 PAWS drops an old timestamp", "[tcp][rfc7323]") {
+    Config c = TcbFixture::default_config();
+    c.timestamps = true;
+    TcbFixture t(c);
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0);
+    synack.opts.ts = wire::Timestamps{1000, 0};
+    t.recv(synack);
+    REQUIRE(t.tcb->stats().ts_ok);
+    t.clear();
+    TcpRepr d = t.seg(ACK, 0, 0);
+    d.opts.ts = wire::Timestamps{2000, 0};
+    t.recv(d, "new");
+    CHECK(t.take_readable() == "new");
+    t.clear();
+    TcpRepr old = t.seg(ACK, 3, 0);
+    old.opts.ts = wire::Timestamps{1500, 0};
+    t.recv(old, "old");
+    CHECK(t.take_readable().empty());
+    CHECK(t.tcb->stats().drop_paws == 1);
+    REQUIRE(t.out.segments.size() == 1);  // an ACK answers it
+    CHECK(t.out.segments[0].repr.opts.ts->tsecr == 2000);
+}
+
+TEST_CASE("RFC 7323 §3.2 timestamps reduce the effective MSS", "[tcp][rfc7323]") {
+    Config c = TcbFixture::default_config();
+    c.timestamps = true;
+    TcbFixture t(c);
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0);
+    synack.opts.mss = 1460;
+    synack.opts.ts = wire::Timestamps{1, 0};
+    t.recv(synack);
+    CHECK(t.tcb->stats().snd_mss == 1448);
+}
+
+// ---------------------------------------------------------------------------
+// RFC 5961
+
+TEST_CASE("RFC 5961 §3.2 in-window RST triggers challenge ACK", "[tcp][rfc5961]") {
+    TcbFixture t;
+    t.to_established();
+    t.recv(t.seg(RST, 100, 0));
+    CHECK(t.tcb->state() == State::Established);
+    t.expect_sent({{ACK, 0, 0}});
+    CHECK(t.tcb->stats().challenge_acks == 1);
+    t.recv(t.seg(RST, 100000, 0));  // out of window: silently dropped
+    t.expect_nothing();
+}
+
+TEST_CASE("RFC 5961 §4.2 SYN in a synchronized state triggers challenge ACK", "[tcp][rfc5961]") {
+    TcbFixture t;
+    t.to_established();
+    t.recv(t.seg(SYN, 10, 0));
+    CHECK(t.tcb->state() == State::Established);
+    t.expect_sent({{ACK, 0, 0}});
+}
+
+TEST_CASE("RFC 5961 §5.2 ACK validity: ACK of unsent data is answered and dropped", "[tcp][rfc5961]") {
+    TcbFixture t;
+    t.to_established();
+    t.recv(t.seg(ACK | PSH, 0, 500), "data");
+    t.expect_sent({{ACK, 0, 0}});
+    CHECK(t.take_readable().empty());
+    CHECK(t.tcb->stats().drop_bad_ack == 1);
+}
+
+TEST_CASE("RFC 5961 §7 challenge ACK rate limit", "[tcp][rfc5961]") {
+    Config c = TcbFixture::default_config();
+    c.challenge_ack_limit = 2;
+    TcbFixture t(c);
+    t.to_established();
+    for (int i = 0; i < 5; ++i) t.recv(t.seg(SYN, 10, 0));
+    CHECK(t.out.segments.size() == 2);
+    CHECK(t.tcb->stats().challenge_acks_suppressed == 3);
+    t.clear();
+    t.now += 1s;
+    t.recv(t.seg(SYN, 10, 0));
+    CHECK(t.out.segments.size() == 1);
+}
+
+TEST_CASE("RFC 1122 §4.2.2.13 data after close() resets the connection", "[tcp][state]") {
+    TcbFixture t;
+    t.to_established();
+    t.tcb->close();
+    t.flush();
+    t.clear();
+    t.recv(t.seg(ACK, 0, 1), "unwanted");
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::AbortedLocally);
+    REQUIRE(!t.out.segments.empty());
+    CHECK(t.out.segments.back().repr.flags == RST);
+}
+
+// ---------------------------------------------------------------------------
+// ECN
+
+TEST_CASE("RFC 3168 §6.1.1 ECN negotiated for DCTCP; data is ECT(0); CE echoed (RFC 8257 §3.2)", "[tcp][ecn]") {
+    Config c = TcbFixture::default_config();
+    c.cc = CcAlgo::Dctcp;
+    TcbFixture t(c);
+    t.tcb->connect(SeqNum(kIss), t.now, t.out);
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.flags == (SYN | ECE | CWR));
+    t.clear();
+    t.recv(t.seg(SYN | ACK | ECE, -1, 0));
+    REQUIRE(t.tcb->stats().ecn_ok);
+    t.clear();
+    REQUIRE(t.send("x") == SendResult::Ok);
+    t.flush();
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].ip_ecn == 2);
+    t.clear();
+    t.recv(t.seg(ACK, 0, 1), "ce", 3);
+    REQUIRE(!t.out.segments.empty());
+    CHECK(t.out.segments.back().repr.has(ECE));
+}
