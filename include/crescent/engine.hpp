@@ -1,0 +1,290 @@
+// crescent — the per-core engine: the application-facing TCP API (Luna §5).
+//
+// One Engine per lcore, share-nothing. Each engine owns one RX/TX queue pair,
+// one sans-IO TCP host (its connections, listeners, timers), a timing wheel and
+// an epoll set for the kernel fds it watches. Its loop, repeated until stop():
+//
+//   1. poll one RX burst (EngineConfig::burst, default 32) and run every packet
+//      through wire parsing and TCP;
+//   2. inline mode: the handler's on_data() runs right there with zero-copy
+//      slices, and a reply sent from it leaves in the same loop iteration;
+//      batch mode: readable connections and events are queued and the
+//      handlers run after the burst (epoll/libev style; read()/write() copy);
+//   3. run due timers (TCP deadlines, app timers, neighbour resolution);
+//   4. flush TX once (a full TX ring keeps the batch for the next iteration);
+//   5. one non-blocking epoll_wait on the kernel fds the engine owns.
+//
+// Everything here is called from the engine's own thread, including every
+// callback; nothing is thread-safe except Engine::stop(). No call on this API
+// blocks, and none allocates on the steady-state data path except send_copy()
+// and write(), which take zbuf objs from the arena.
+//
+// This header includes no DPDK header; the device, the control plane and the
+// TCP internals stay behind the engine.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <crescent/time.hpp>
+#include <crescent/zbuf.hpp>
+
+namespace crescent {
+
+// An IPv4 address in host byte order (10.0.0.1 == 0x0a000001).
+struct Ipv4 {
+    uint32_t v = 0;
+    constexpr bool operator==(const Ipv4&) const = default;
+    // Dotted quad; returns false on a malformed string.
+    static bool parse(std::string_view s, Ipv4* out);
+    std::string to_string() const;
+};
+
+struct Endpoint {
+    Ipv4 ip;
+    uint16_t port = 0;
+};
+
+// Why a connection ended (on_closed).
+enum class CloseReason : uint8_t {
+    Normal,             // both FINs exchanged and acknowledged
+    ResetByPeer,        // the peer sent an acceptable RST
+    Refused,            // RST in answer to our SYN
+    ConnectTimeout,     // SYN retries exhausted (includes an unresolvable neighbour)
+    RetransmitTimeout,  // data retransmissions exhausted
+    KeepaliveTimeout,   // keepalive probes unanswered
+    FinWait2Timeout,    // orphaned FIN-WAIT-2 expired
+    AbortedLocally,     // abort(), or data arrived after close()
+    EngineStopped,      // the engine shut down with the connection open
+};
+std::string_view close_reason_name(CloseReason r);
+
+enum class CongestionControl : uint8_t { NewReno, Cubic, Dctcp };
+std::string_view congestion_control_name(CongestionControl c);
+// "newreno", "cubic", "dctcp"; false when unknown.
+bool parse_congestion_control(std::string_view s, CongestionControl* out);
+
+// Per-connection options. Listeners apply the engine's defaults
+// (EngineConfig::conn) to the connections they accept; connect() takes its own.
+struct ConnOptions {
+    CongestionControl cc = CongestionControl::NewReno;
+    bool nagle = false;                       // false = TCP_NODELAY behaviour
+    bool keepalive = false;
+    Duration keepalive_idle = std::chrono::seconds(7200);
+    Duration keepalive_interval = std::chrono::seconds(75);
+    uint32_t keepalive_count = 9;
+    uint32_t snd_buf = 1u << 20;              // bytes queued and not yet acknowledged
+    uint32_t rcv_buf = 1u << 20;              // receive window ceiling
+};
+
+enum class SendStatus : uint8_t {
+    Ok,           // everything was queued (zero-copy: the slices now belong to the connection)
+    WouldBlock,   // not enough send space: nothing was queued; on_writable() follows
+    Closed,       // the connection is gone, or its sending direction is shut
+    NoMemory,     // send_copy()/write(): the arena has no free objs
+};
+std::string_view send_status_name(SendStatus s);
+
+// Per-connection statistics (a copy of the TCP control block's counters).
+struct ConnStats {
+    std::string_view state;                   // RFC 9293 state name
+    uint32_t snd_una = 0, snd_nxt = 0, snd_wnd = 0;
+    uint32_t rcv_nxt = 0, rcv_wnd = 0;
+    uint32_t snd_mss = 0;
+    uint8_t snd_wscale = 0, rcv_wscale = 0;
+    bool sack_ok = false, ts_ok = false, ecn_ok = false;
+    uint32_t cwnd = 0, ssthresh = 0, bytes_in_flight = 0;
+    Duration srtt{0}, rttvar{0}, rto{0};
+    uint64_t bytes_in = 0, bytes_out = 0, segs_in = 0, segs_out = 0;
+    uint64_t bytes_retransmitted = 0, retrans_timeout = 0, retrans_fast = 0, retrans_sack = 0;
+    uint64_t fast_recoveries = 0, dupacks = 0, ooo_segments = 0;
+    uint64_t zero_window_events = 0, keepalive_probes = 0, fast_path = 0;
+    uint64_t drops = 0;                       // segments the TCB refused (all reasons)
+    uint32_t rx_queued = 0;                   // batch mode: bytes waiting for read()
+};
+
+// Per-engine statistics. Every dropped packet bumps exactly one counter.
+struct EngineStats {
+    uint64_t loops = 0, idle_loops = 0, sleeps = 0;
+    uint64_t rx_packets = 0, rx_bytes = 0;
+    uint64_t tx_packets = 0, tx_bytes = 0;
+    uint64_t tx_ring_full = 0;        // tx bursts that left frames for the next iteration
+    uint64_t tx_overflow = 0;         // frame dropped: TX backlog bound reached (ring full for long)
+    uint64_t tx_no_mbuf = 0;          // segment dropped: header/frame mbuf pool empty
+    uint64_t tx_too_large = 0;        // segment dropped: does not fit one frame (no multi-seg)
+    uint64_t drop_no_route = 0;       // segment dropped: no route to the destination
+    uint64_t drop_neigh_pending = 0;  // segment dropped while its neighbour resolves
+    uint64_t drop_neigh_failed = 0;   // segment dropped: neighbour resolution failed
+    uint64_t rx_no_memory = 0;        // payload dropped: no zbuf for it
+    uint64_t rx_multiseg = 0;         // frame dropped: chained RX mbuf (the engine expects one segment)
+    uint64_t timers_fired = 0;        // app timers run
+    uint64_t tcp_timer_runs = 0;      // Host::on_timer calls
+    uint64_t epoll_waits = 0, epoll_events = 0;
+    uint64_t conns_opened = 0, conns_closed = 0;
+    uint64_t connect_no_port = 0;     // connect(): client port sub-range exhausted
+    uint64_t callbacks = 0;
+    // Parse drops, indexed like the wire layer's reasons (see parse_drop_name).
+    static constexpr size_t kParseDrops = 16;
+    std::array<uint64_t, kParseDrops> parse_drops{};
+    // TCP host counters (demux level).
+    uint64_t tcp_segs_in = 0, tcp_drop_wrong_dst = 0, tcp_drop_no_listener = 0, tcp_rst_sent = 0;
+    uint64_t tcp_drop_backlog_full = 0, tcp_syn_cookies_sent = 0, tcp_accepted = 0;
+
+    static std::string_view parse_drop_name(size_t i);
+    // Every counter by name (parse drops as "parse_<reason>"), for printing.
+    void for_each(const std::function<void(std::string_view name, uint64_t value)>& fn) const;
+};
+
+class Engine;
+class Handler;
+namespace engine { class EngineImpl; }
+
+// A connection handle: cheap to copy; becomes invalid (every call a no-op or
+// Closed) once on_closed() has returned.
+class Conn {
+public:
+    Conn() = default;
+    bool valid() const;
+    explicit operator bool() const { return valid(); }
+    bool operator==(const Conn& o) const { return e_ == o.e_ && index_ == o.index_ && gen_ == o.gen_; }
+
+    // Zero-copy send, all or nothing: on Ok every slice moved into the send
+    // queue (the entries are left empty); on WouldBlock nothing moved and
+    // on_writable() fires once space is back. Never an unbounded queue.
+    SendStatus send(std::span<Slice> iov);
+    SendStatus send(Slice&& s) { return send(std::span<Slice>(&s, 1)); }
+    // Copies `bytes` into zbufs from the arena, all or nothing.
+    SendStatus send_copy(std::span<const std::byte> bytes);
+    SendStatus send_copy(std::string_view s) { return send_copy(std::as_bytes(std::span(s.data(), s.size()))); }
+    // Socket-like: copies as much as fits (0 when full: wait for on_writable()).
+    size_t write(const void* buf, size_t len);
+    // Batch mode: copies queued received bytes (0 when none). The receive
+    // window reopens as bytes are read.
+    size_t read(void* buf, size_t len);
+    size_t readable() const;    // batch mode: bytes waiting for read()
+    size_t send_space() const;  // bytes send()/write() would accept now
+
+    void shutdown();  // half-close: FIN after queued data; reading goes on
+    void close();     // full close; on_closed() follows
+    void abort();     // RST now; on_closed(AbortedLocally) follows
+
+    Endpoint local() const;
+    Endpoint remote() const;
+    ConnStats stats() const;
+    void set_user(void* p);
+    void* user() const;
+    Engine* engine() const;
+
+private:
+    friend class engine::EngineImpl;
+    Conn(engine::EngineImpl* e, uint32_t index, uint32_t gen) : e_(e), index_(index), gen_(gen) {}
+    engine::EngineImpl* e_ = nullptr;
+    uint32_t index_ = 0;
+    uint32_t gen_ = 0;
+};
+
+// What the application implements: one handler may serve many connections
+// (use Conn::set_user for per-connection state). Every method runs on the
+// engine's thread; the defaults do nothing.
+class Handler {
+public:
+    virtual ~Handler() = default;
+    // The connection is established (active or passive open).
+    virtual void on_connected(Conn c) { (void)c; }
+    // Inline mode: in-order bytes, zero-copy. The engine owns `data`; move
+    // slices out (e.g. into send()) to keep them. The receive window reopens
+    // when the callback returns.
+    virtual void on_data(Conn c, std::span<Slice> data) { (void)c; (void)data; }
+    // Batch mode: bytes are waiting for Conn::read() (level: fires after each
+    // burst that brought data).
+    virtual void on_readable(Conn c) { (void)c; }
+    // `bytes` of sent data were acknowledged and their zbufs released.
+    virtual void on_acked(Conn c, size_t bytes) { (void)c; (void)bytes; }
+    // Send space is back after a WouldBlock / short write().
+    virtual void on_writable(Conn c) { (void)c; }
+    // The peer sent FIN: no more data will arrive (we may still send).
+    virtual void on_peer_closed(Conn c) { (void)c; }
+    // The connection is over; the handle dies when this returns.
+    virtual void on_closed(Conn c, CloseReason why) { (void)c; (void)why; }
+};
+
+enum class DispatchMode : uint8_t { Inline, Batch };
+bool parse_dispatch_mode(std::string_view s, DispatchMode* out);
+
+struct EngineConfig {
+    DispatchMode mode = DispatchMode::Inline;
+    uint16_t burst = 32;              // RX burst size (1..512)
+    uint32_t backlog = 1024;          // per listener
+    ConnOptions conn;                 // defaults for accepted connections
+    // Idle back-off: after `idle_spin` consecutive empty iterations, sleep in
+    // epoll_wait for up to `idle_sleep` (bounded by the next timer). 0 = always spin.
+    uint32_t idle_spin = 0;
+    Duration idle_sleep = std::chrono::microseconds(100);
+    uint32_t epoll_batch = 16;        // events per epoll_wait
+};
+
+using TimerId = uint64_t;
+
+enum class ListenStatus : uint8_t { Ok, AddressInUse, InvalidArgument };
+enum class ConnectStatus : uint8_t { Ok, NoPort, NoRoute, TooManyConnections, InvalidArgument };
+
+class Engine {
+public:
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Accept connections on `port` of this engine's address; `h` must outlive them.
+    ListenStatus listen(uint16_t port, Handler& h);
+    void unlisten(uint16_t port);
+    // Active open from this engine's client-port sub-range (Luna §7.1), so the
+    // replies come back to this engine's queue. on_connected() or
+    // on_closed(Refused/ConnectTimeout) follows.
+    ConnectStatus connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts = nullptr);
+
+    // One-shot timer on this engine's wheel; the callback runs on this thread.
+    TimerId add_timer(Duration after, std::function<void()> fn);
+    bool cancel_timer(TimerId id);
+
+    // Watch a kernel fd in the engine's epoll set (EPOLLIN/EPOLLOUT/...); the
+    // callback runs from the loop's non-blocking epoll_wait. false on failure.
+    bool add_fd(int fd, uint32_t events, std::function<void(uint32_t events)> fn);
+    bool remove_fd(int fd);
+
+    // Run the loop until stop(). poll_once() runs one iteration (tests,
+    // applications with their own loop); returns the work done (packets+events).
+    void run();
+    size_t poll_once();
+    // Any thread, async-signal-safe: the loop returns at the next iteration.
+    void stop();
+    bool stopping() const;
+
+    Instant now() const;            // the engine's clock (TSC-derived)
+    unsigned core() const;          // zbuf core id of this engine
+    unsigned index() const;         // engine index in its runtime (0..n-1)
+    Ipv4 local_ip() const;
+    std::pair<uint16_t, uint16_t> client_ports() const;  // inclusive sub-range
+    EngineStats stats() const;
+    size_t connection_count() const;
+
+    engine::EngineImpl& impl() { return *impl_; }
+
+private:
+    friend class engine::EngineImpl;
+    explicit Engine(std::unique_ptr<engine::EngineImpl> impl);
+    std::unique_ptr<engine::EngineImpl> impl_;
+};
+
+// Luna §7.1: the client port range 61440-65535 split evenly between `count`
+// engines; engine `index` gets the returned inclusive sub-range.
+std::pair<uint16_t, uint16_t> client_port_subrange(unsigned index, unsigned count);
+inline constexpr uint16_t kClientPortLo = 61440;
+inline constexpr uint16_t kClientPortHi = 65535;
+
+} // namespace crescent

@@ -1,0 +1,939 @@
+// crescent — the per-core run-to-completion loop (Luna §5) and the public
+// Engine / Conn API on top of it. See engine_impl.hpp for the structure.
+//
+// Frame emission follows RFC 791 (IPv4: DF set, TTL 64, a per-engine ident
+// counter) and RFC 9293 §3.1 (TCP checksum over the pseudo-header), in
+// software unless the device offloads it.
+#include "stack/engine/engine_impl.hpp"
+
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include <crescent/log.hpp>
+
+namespace crescent {
+namespace engine {
+
+namespace {
+
+CloseReason map_reason(tcp::CloseReason r) {
+    switch (r) {
+    case tcp::CloseReason::None:
+    case tcp::CloseReason::Normal: return CloseReason::Normal;
+    case tcp::CloseReason::ResetByPeer: return CloseReason::ResetByPeer;
+    case tcp::CloseReason::Refused: return CloseReason::Refused;
+    case tcp::CloseReason::ConnectTimeout: return CloseReason::ConnectTimeout;
+    case tcp::CloseReason::RetransmitTimeout: return CloseReason::RetransmitTimeout;
+    case tcp::CloseReason::KeepaliveTimeout: return CloseReason::KeepaliveTimeout;
+    case tcp::CloseReason::FinWait2Timeout: return CloseReason::FinWait2Timeout;
+    case tcp::CloseReason::AbortedLocally: return CloseReason::AbortedLocally;
+    }
+    return CloseReason::Normal;
+}
+
+tcp::CcAlgo map_cc(CongestionControl c) {
+    switch (c) {
+    case CongestionControl::NewReno: return tcp::CcAlgo::NewReno;
+    case CongestionControl::Cubic: return tcp::CcAlgo::Cubic;
+    case CongestionControl::Dctcp: return tcp::CcAlgo::Dctcp;
+    }
+    return tcp::CcAlgo::NewReno;
+}
+
+bool opening(tcp::EventKind k) { return k == tcp::EventKind::Connected || k == tcp::EventKind::Acceptable; }
+
+} // namespace
+
+tcp::Config tcp_config(const ConnOptions& o, uint16_t mss) {
+    tcp::Config c;
+    c.mss = mss;
+    c.rcv_buf = o.rcv_buf;
+    c.snd_buf = o.snd_buf;
+    c.nagle = o.nagle;
+    c.keepalive.enabled = o.keepalive;
+    c.keepalive.idle = o.keepalive_idle;
+    c.keepalive.interval = o.keepalive_interval;
+    c.keepalive.count = o.keepalive_count;
+    c.cc = map_cc(o.cc);
+    return c;
+}
+
+namespace {
+tcp::HostConfig host_config(const EngineParams& p) {
+    tcp::HostConfig hc;
+    hc.local_ip = p.ip;
+    uint16_t mtu = p.dev ? p.dev->caps().mtu : 1500;
+    hc.tcp = tcp_config(p.cfg.conn, uint16_t(mtu - wire::kIpv4HeaderLen - 20));
+    hc.secret = p.secret;
+    return hc;
+}
+} // namespace
+
+EngineImpl::EngineImpl(const EngineParams& p)
+    : p_(p), host_(host_config(p)), dev_(p.dev), nexthop_(p.nexthop), arena_(p.arena),
+      mac_(p.dev->mac()), caps_(p.dev->caps()), wheel_(clock_.now()) {
+    if (p_.cfg.burst == 0) p_.cfg.burst = 32;
+    if (p_.cfg.burst > 512) p_.cfg.burst = 512;
+    if (p_.client_port_lo != 0) {
+        port_lo_ = p_.client_port_lo;
+        port_hi_ = p_.client_port_hi;
+    } else {
+        std::tie(port_lo_, port_hi_) = client_port_subrange(p_.index, p_.count);
+    }
+    rx_pkts_.resize(p_.cfg.burst);
+    txq_.reserve(1024);
+    act_.segments.reserve(64);
+    app_act_.segments.reserve(64);
+    rte_mempool* pool = dev_->tx_pool();
+    frame_room_ = uint16_t(rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM);
+    epfd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) log::core(p_.core)->warn("epoll_create1 failed: {}; add_fd() unavailable", std::strerror(errno));
+}
+
+EngineImpl::~EngineImpl() {
+    for (rte_mbuf* m : txq_) rte_pktmbuf_free(m);
+    for (auto& pf : pending_) rte_pktmbuf_free(pf.m);
+    if (epfd_ >= 0) ::close(epfd_);
+}
+
+// ---- connection table ----------------------------------------------------------
+
+EngineImpl::ConnState* EngineImpl::state_of(uint32_t index, uint32_t gen) {
+    if (index >= conns_.size()) return nullptr;
+    ConnState& s = conns_[index];
+    return s.live && s.gen == gen ? &s : nullptr;
+}
+
+const EngineImpl::ConnState* EngineImpl::state_of(uint32_t index, uint32_t gen) const {
+    if (index >= conns_.size()) return nullptr;
+    const ConnState& s = conns_[index];
+    return s.live && s.gen == gen ? &s : nullptr;
+}
+
+EngineImpl::ConnState& EngineImpl::register_conn(tcp::ConnId id, Handler* h) {
+    if (id.index >= conns_.size()) conns_.resize(std::max<size_t>(id.index + 1, conns_.size() * 2));
+    ConnState& s = conns_[id.index];
+    s = ConnState{};
+    s.gen = id.gen;
+    s.live = true;
+    s.handler = h;
+    ++st_.conns_opened;
+    return s;
+}
+
+// ---- listen / connect / timers / fds --------------------------------------------
+
+ListenStatus EngineImpl::listen(uint16_t port, Handler& h) {
+    if (port == 0) return ListenStatus::InvalidArgument;
+    if (listeners_.count(port)) return ListenStatus::AddressInUse;
+    switch (host_.listen(port, p_.cfg.backlog)) {
+    case tcp::ListenResult::Ok: break;
+    case tcp::ListenResult::AddressInUse: return ListenStatus::AddressInUse;
+    case tcp::ListenResult::InvalidArgument: return ListenStatus::InvalidArgument;
+    }
+    listeners_[port] = &h;
+    return ListenStatus::Ok;
+}
+
+void EngineImpl::unlisten(uint16_t port) {
+    if (listeners_.erase(port)) host_.unlisten(port, clock_.now(), app_act_);
+}
+
+ConnectStatus EngineImpl::connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts) {
+    if (remote.port == 0 || remote.ip.v == 0) return ConnectStatus::InvalidArgument;
+    Instant now = clock_.now();
+    wire::MacAddr mac;
+    if (nexthop_->resolve(wire::Ipv4Addr{remote.ip.v}, now, &mac) == Resolve::NoRoute) {
+        ++st_.drop_no_route;
+        return ConnectStatus::NoRoute;
+    }
+    const ConnOptions& o = opts ? *opts : p_.cfg.conn;
+    tcp::Config cfg = tcp_config(o, uint16_t(caps_.mtu - wire::kIpv4HeaderLen - 20));
+    uint32_t span = uint32_t(port_hi_ - port_lo_) + 1;
+    for (uint32_t i = 0; i < span; ++i) {
+        uint16_t lport = uint16_t(port_lo_ + (port_cursor_++ % span));
+        tcp::ConnId id;
+        switch (host_.connect(wire::Ipv4Addr{remote.ip.v}, remote.port, lport, now, app_act_, &id, &cfg)) {
+        case tcp::ConnectResult::Ok: {
+            ConnState& s = register_conn(id, &h);
+            s.snd_buf = o.snd_buf;
+            if (out) *out = handle(id);
+            return ConnectStatus::Ok;
+        }
+        case tcp::ConnectResult::AddressInUse: continue;
+        case tcp::ConnectResult::TooManyConnections: return ConnectStatus::TooManyConnections;
+        case tcp::ConnectResult::InvalidArgument: return ConnectStatus::InvalidArgument;
+        }
+    }
+    ++st_.connect_no_port;
+    return ConnectStatus::NoPort;
+}
+
+TimerId EngineImpl::add_timer(Duration after, std::function<void()> fn) {
+    return wheel_.add(clock_.now() + after, std::move(fn));
+}
+
+bool EngineImpl::add_fd(int fd, uint32_t events, std::function<void(uint32_t)> fn) {
+    if (epfd_ < 0 || fd < 0 || fds_.count(fd)) return false;
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.fd = fd;
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+    fds_.emplace(fd, std::move(fn));
+    return true;
+}
+
+bool EngineImpl::remove_fd(int fd) {
+    auto it = fds_.find(fd);
+    if (it == fds_.end()) return false;
+    epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+    fds_.erase(it);
+    return true;
+}
+
+void EngineImpl::poll_fds(Duration timeout) {
+    epoll_event evs[64];
+    int max = int(std::min<uint32_t>(p_.cfg.epoll_batch ? p_.cfg.epoll_batch : 16, 64));
+    timespec ts{time_t(timeout.count() / 1'000'000'000), long(timeout.count() % 1'000'000'000)};
+    int n = epoll_pwait2(epfd_, evs, max, &ts, nullptr);
+    ++st_.epoll_waits;
+    if (n <= 0) return;
+    st_.epoll_events += uint64_t(n);
+    for (int i = 0; i < n; ++i) {
+        auto it = fds_.find(evs[i].data.fd);
+        if (it == fds_.end()) continue;  // removed by an earlier callback
+        auto fn = it->second;            // the callback may remove its own fd
+        fn(evs[i].events);
+    }
+}
+
+// ---- the loop ----------------------------------------------------------------------
+
+size_t EngineImpl::poll_once() {
+    size_t work = 0;
+    Instant now = clock_.now();
+    uint16_t n = dev_->rx_burst(rx_pkts_.data(), p_.cfg.burst);
+    if (n) {
+        rx(now, n);
+        work += n;
+    }
+    // Timers: the Host's earliest TCP deadline, then the wheel (app timers).
+    if (now >= host_.next_deadline()) {
+        host_.on_timer(now, act_);
+        ++st_.tcp_timer_runs;
+        process(act_, now);
+        act_.clear();
+        ++work;
+    }
+    if (wheel_.pending()) {
+        size_t ran = wheel_.advance(now);
+        st_.timers_fired += ran;
+        work += ran;
+    }
+    if (!pending_.empty()) retry_pending(now);
+    pump(now);
+    if (!txq_.empty()) flush_tx();
+    if (!fds_.empty()) {
+        uint64_t before = st_.epoll_events;
+        poll_fds(Duration::zero());
+        work += size_t(st_.epoll_events - before);
+        pump(clock_.now());
+        if (!txq_.empty()) flush_tx();
+    }
+    ++st_.loops;
+    if (work == 0) ++st_.idle_loops;
+    return work;
+}
+
+void EngineImpl::run() {
+    while (!stopping()) {
+        size_t w = poll_once();
+        if (p_.cfg.idle_spin == 0) continue;
+        if (w != 0 || !txq_.empty()) {
+            idle_count_ = 0;
+            continue;
+        }
+        if (++idle_count_ < p_.cfg.idle_spin) continue;
+        Instant now = clock_.now();
+        Instant next = min(host_.next_deadline(), wheel_.next_deadline());
+        if (!pending_.empty()) next = min(next, now + std::chrono::milliseconds(1));
+        Duration d = p_.cfg.idle_sleep;
+        if (next - now < d) d = next - now;
+        if (d <= Duration::zero()) continue;
+        ++st_.sleeps;
+        if (!fds_.empty()) {
+            poll_fds(d);  // sleeps in the epoll set: a kernel event ends the nap early
+        } else {
+            timespec ts{time_t(d.count() / 1'000'000'000), long(d.count() % 1'000'000'000)};
+            nanosleep(&ts, nullptr);
+        }
+    }
+    close_all();
+}
+
+void EngineImpl::close_all() {
+    Instant now = clock_.now();
+    closing_all_ = true;
+    for (uint32_t i = 0; i < conns_.size(); ++i) {
+        if (!conns_[i].live) continue;
+        host_.abort(tcp::ConnId{i, conns_[i].gen}, now, app_act_);
+    }
+    pump(now);
+    // Handlers of connections the Host did not report closed still hear of it.
+    for (uint32_t i = 0; i < conns_.size(); ++i) {
+        ConnState& s = conns_[i];
+        if (!s.live) continue;
+        Handler* h = s.handler;
+        Conn c(this, i, s.gen);
+        if (h) h->on_closed(c, CloseReason::EngineStopped);
+        s.live = false;
+        s.rxq.clear();
+        ++st_.conns_closed;
+    }
+    flush_tx();
+    closing_all_ = false;
+}
+
+// ---- RX ------------------------------------------------------------------------------
+
+void EngineImpl::rx(Instant now, uint16_t n) {
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = rx_pkts_[i];
+        if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(rx_pkts_[i + 1], void*));
+        ++st_.rx_packets;
+        st_.rx_bytes += m->pkt_len;
+        if (m->nb_segs != 1) {
+            ++st_.rx_multiseg;
+            rte_pktmbuf_free(m);
+            continue;
+        }
+        wire::Offload off;
+        if (caps_.rx_csum) {
+            off.rx_ip_csum_ok = (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD;
+            off.rx_l4_csum_ok = (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+        }
+        const auto* data = rte_pktmbuf_mtod(m, const std::byte*);
+        wire::Frame f;
+        wire::Drop d = wire::parse_frame(wire::Bytes(data, m->data_len), off, &f);
+        if (d != wire::Drop::None) {
+            size_t k = size_t(d) < EngineStats::kParseDrops ? size_t(d) : 0;
+            ++st_.parse_drops[k];
+            rte_pktmbuf_free(m);
+            continue;
+        }
+        // The payload moves into a zbuf slice. Today the RX pool is a plain
+        // mbuf pool, so the bytes are copied into an arena obj; with a
+        // zbuf-backed RX pool the mbuf's own obj becomes the slice.
+        Slice payload;
+        if (f.payload_len != 0) {
+            payload = arena_->alloc_slice(f.payload_len);
+            if (!payload) {
+                ++st_.rx_no_memory;
+                rte_pktmbuf_free(m);
+                continue;
+            }
+            std::memcpy(payload.data(), data + f.payload_off, f.payload_len);
+        }
+        rte_pktmbuf_free(m);
+        host_.on_segment(f.ip.src, f.ip.dst, f.ip.ecn, f.tcp, std::move(payload), now, act_);
+        if (!act_.empty()) {
+            process(act_, now);
+            act_.clear();
+        }
+    }
+}
+
+// ---- running Actions --------------------------------------------------------------------
+
+void EngineImpl::process(tcp::Actions& a, Instant now) {
+    // 1. Segments first: their payload views are valid only until a later
+    //    Host call could release send-queue references.
+    for (const tcp::OutSegment& s : a.segments) transmit(s, now);
+    const bool batch = p_.cfg.mode == DispatchMode::Batch;
+    // 2. Opening events, so that data and closes find the connection registered.
+    for (const tcp::Event& ev : a.events) {
+        if (!opening(ev.kind)) continue;
+        if (ev.kind == tcp::EventKind::Acceptable) {
+            // Registration happens now in both modes; batch defers the callback.
+            while (auto id = host_.accept(ev.port)) {
+                auto it = listeners_.find(ev.port);
+                if (it == listeners_.end()) {
+                    host_.abort(*id, now, app_act_);
+                    continue;
+                }
+                ConnState& s = register_conn(*id, it->second);
+                s.snd_buf = p_.cfg.conn.snd_buf;
+                tcp::Event c{*id, tcp::EventKind::Connected};
+                if (batch) deferred_.push_back(c);
+                else handle_event(c, now);
+            }
+        } else if (batch) {
+            deferred_.push_back(ev);
+        } else {
+            handle_event(ev, now);
+        }
+    }
+    // 3. Data.
+    if (!a.readable.empty()) {
+        if (batch) {
+            for (tcp::Readable& r : a.readable) {
+                ConnState* s = state_of(r.conn.index, r.conn.gen);
+                if (!s) {  // not (or no longer) the application's: release the window
+                    host_.consume(r.conn, uint32_t(r.data.size()));
+                    mark_flush();
+                    continue;
+                }
+                s->rxq_bytes += r.data.size();
+                s->rxq.push_back(std::move(r.data));
+                if (!s->ready) {
+                    s->ready = true;
+                    ready_.push_back(r.conn);
+                }
+            }
+        } else {
+            size_t b = 0;
+            while (b < a.readable.size()) {
+                size_t e = b + 1;
+                while (e < a.readable.size() && a.readable[e].conn == a.readable[b].conn) ++e;
+                deliver_inline(a, b, e);
+                b = e;
+            }
+        }
+    }
+    // 4. Everything else (acked, writable, peer FIN, closed).
+    for (const tcp::Event& ev : a.events) {
+        if (opening(ev.kind)) continue;
+        if (batch) deferred_.push_back(ev);
+        else handle_event(ev, now);
+    }
+}
+
+void EngineImpl::deliver_inline(tcp::Actions& a, size_t begin, size_t end) {
+    tcp::ConnId id = a.readable[begin].conn;
+    uint32_t bytes = 0;
+    iov_.clear();
+    for (size_t i = begin; i < end; ++i) {
+        bytes += uint32_t(a.readable[i].data.size());
+        iov_.push_back(std::move(a.readable[i].data));
+    }
+    ConnState* s = state_of(id.index, id.gen);
+    if (s && s->handler) {
+        ++st_.callbacks;
+        s->handler->on_data(handle(id), std::span<Slice>(iov_));
+    }
+    iov_.clear();  // slices the handler did not keep go back now
+    host_.consume(id, bytes);
+    mark_flush();
+}
+
+void EngineImpl::handle_event(const tcp::Event& ev, Instant now) {
+    (void)now;
+    ConnState* s = state_of(ev.conn.index, ev.conn.gen);
+    if (!s) return;
+    Handler* h = s->handler;
+    Conn c = handle(ev.conn);
+    ++st_.callbacks;
+    switch (ev.kind) {
+    case tcp::EventKind::Connected:
+        if (!s->connected_notified) {
+            s->connected_notified = true;
+            if (h) h->on_connected(c);
+        }
+        break;
+    case tcp::EventKind::PeerFin:
+        if (h) h->on_peer_closed(c);
+        break;
+    case tcp::EventKind::Acked:
+        if (h) h->on_acked(c, ev.bytes);
+        s = state_of(ev.conn.index, ev.conn.gen);
+        if (s && s->want_writable) {
+            const tcp::Tcb* t = host_.find(ev.conn);
+            if (t && t->send_space() >= std::min<size_t>(s->want_bytes, s->snd_buf)) {
+                s->want_writable = false;
+                if (h) h->on_writable(c);
+            }
+        }
+        break;
+    case tcp::EventKind::Writable:
+        if (s->want_writable) {
+            s->want_writable = false;
+            if (h) h->on_writable(c);
+        }
+        break;
+    case tcp::EventKind::Closed: {
+        CloseReason why = map_reason(ev.reason);
+        if (closing_all_ && why == CloseReason::AbortedLocally) why = CloseReason::EngineStopped;
+        if (h) h->on_closed(c, why);
+        s = state_of(ev.conn.index, ev.conn.gen);
+        if (s) {
+            s->live = false;
+            s->rxq.clear();
+            s->rxq_bytes = 0;
+            s->handler = nullptr;
+        }
+        ++st_.conns_closed;
+        break;
+    }
+    case tcp::EventKind::Acceptable:
+        break;
+    }
+}
+
+void EngineImpl::run_batch_callbacks(Instant now) {
+    if (deferred_.empty() && ready_.empty()) return;
+    std::vector<tcp::Event> evs;
+    evs.swap(deferred_);
+    std::vector<tcp::ConnId> ready;
+    ready.swap(ready_);
+    for (const tcp::Event& ev : evs)
+        if (opening(ev.kind)) handle_event(ev, now);
+    for (tcp::ConnId id : ready) {
+        ConnState* s = state_of(id.index, id.gen);
+        if (!s) continue;
+        s->ready = false;
+        if (s->rxq_bytes != 0 && s->handler) {
+            ++st_.callbacks;
+            s->handler->on_readable(handle(id));
+        }
+    }
+    for (const tcp::Event& ev : evs)
+        if (!opening(ev.kind)) handle_event(ev, now);
+    // Keep the capacity of whichever vectors were swapped out.
+    evs.clear();
+    ready.clear();
+    if (deferred_.empty()) deferred_.swap(evs);
+    if (ready_.empty()) ready_.swap(ready);
+}
+
+void EngineImpl::pump(Instant now) {
+    const bool batch = p_.cfg.mode == DispatchMode::Batch;
+    for (int round = 0; round < 16; ++round) {
+        bool did = false;
+        if (!app_act_.empty()) {
+            std::swap(app_act_, act_);
+            process(act_, now);
+            act_.clear();
+            did = true;
+        }
+        if (batch && (!deferred_.empty() || !ready_.empty())) {
+            run_batch_callbacks(now);
+            did = true;
+        }
+        if (need_flush_) {
+            need_flush_ = false;
+            host_.flush(now, act_);
+            process(act_, now);
+            act_.clear();
+            did = true;
+        }
+        if (!did) break;
+    }
+}
+
+// ---- TX -------------------------------------------------------------------------------------
+
+void EngineImpl::transmit(const tcp::OutSegment& s, Instant now) {
+    wire::MacAddr dst_mac{};
+    Resolve r = nexthop_->resolve(s.dst, now, &dst_mac);
+    if (r == Resolve::NoRoute) {
+        ++st_.drop_no_route;
+        return;
+    }
+    if (r == Resolve::Failed) {
+        ++st_.drop_neigh_failed;
+        return;
+    }
+    const size_t tcp_len = wire::tcp_header_len(s.repr);
+    const size_t hdr_len = wire::kEthHeaderLen + wire::kIpv4HeaderLen + tcp_len;
+    const uint32_t payload_len = s.payload_len();
+    // One linear frame: devices without MULTI_SEGS (af_xdp) need it, and on
+    // the copy-mode paths this engine runs today it costs the same one copy.
+    if (hdr_len + payload_len > frame_room_) {
+        ++st_.tx_too_large;
+        return;
+    }
+    rte_mbuf* m = rte_pktmbuf_alloc(dev_->tx_pool());
+    if (!m) {
+        ++st_.tx_no_mbuf;
+        return;
+    }
+    auto* p = rte_pktmbuf_mtod(m, std::byte*);
+    wire::EthRepr eth;
+    eth.dst = dst_mac;
+    eth.src = mac_;
+    eth.ethertype = wire::kEtherTypeIpv4;
+    wire::emit_eth(eth, wire::MutBytes(p, wire::kEthHeaderLen));
+    wire::Ipv4Repr ip;
+    ip.src = s.src;
+    ip.dst = s.dst;
+    ip.ecn = s.ip_ecn;
+    ip.ident = ip_ident_++;
+    ip.payload_len = uint16_t(tcp_len + payload_len);
+    wire::emit_ipv4(ip, wire::MutBytes(p + wire::kEthHeaderLen, wire::kIpv4HeaderLen), !caps_.tx_ip_csum);
+    std::byte* dst = p + hdr_len;
+    for (const tcp::TxView& v : s.payload()) {
+        std::memcpy(dst, v.data, v.len);
+        dst += v.len;
+    }
+    wire::Bytes body(p + hdr_len, payload_len);
+    wire::emit_tcp(s.repr, ip, wire::MutBytes(p + wire::kEthHeaderLen + wire::kIpv4HeaderLen, tcp_len),
+                   std::span<const wire::Bytes>(&body, 1),
+                   caps_.tx_tcp_csum ? wire::CsumMode::PseudoOnly : wire::CsumMode::Full);
+    m->data_len = uint16_t(hdr_len + payload_len);
+    m->pkt_len = m->data_len;
+    if (caps_.tx_ip_csum || caps_.tx_tcp_csum) {
+        m->l2_len = wire::kEthHeaderLen;
+        m->l3_len = wire::kIpv4HeaderLen;
+        m->l4_len = uint16_t(tcp_len);
+        m->ol_flags |= RTE_MBUF_F_TX_IPV4;
+        if (caps_.tx_ip_csum) m->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
+        if (caps_.tx_tcp_csum) m->ol_flags |= RTE_MBUF_F_TX_TCP_CKSUM;
+    }
+    if (r == Resolve::Pending) {
+        if (pending_.size() >= p_.neigh_queue) {
+            ++st_.drop_neigh_pending;
+            rte_pktmbuf_free(m);
+            return;
+        }
+        pending_.push_back(PendingFrame{m, s.dst, now + p_.neigh_wait});
+        return;
+    }
+    enqueue_tx(m);
+}
+
+void EngineImpl::retry_pending(Instant now) {
+    size_t n = pending_.size();
+    for (size_t i = 0; i < n; ++i) {
+        PendingFrame pf = pending_.front();
+        pending_.pop_front();
+        wire::MacAddr mac;
+        Resolve r = nexthop_->resolve(pf.next_hop_dst, now, &mac);
+        if (r == Resolve::Ok) {
+            std::memcpy(rte_pktmbuf_mtod(pf.m, uint8_t*), mac.b.data(), 6);
+            enqueue_tx(pf.m);
+        } else if (r == Resolve::Pending && now < pf.deadline) {
+            pending_.push_back(pf);
+        } else {
+            if (r == Resolve::NoRoute) ++st_.drop_no_route;
+            else if (r == Resolve::Pending) ++st_.drop_neigh_pending;
+            else ++st_.drop_neigh_failed;
+            rte_pktmbuf_free(pf.m);
+        }
+    }
+}
+
+void EngineImpl::enqueue_tx(rte_mbuf* m) {
+    if (txq_.size() >= kTxQueueMax) {
+        ++st_.tx_overflow;
+        rte_pktmbuf_free(m);
+        return;
+    }
+    txq_.push_back(m);
+}
+
+void EngineImpl::flush_tx() {
+    size_t sent = 0;
+    while (sent < txq_.size()) {
+        uint16_t chunk = uint16_t(std::min<size_t>(txq_.size() - sent, 64));
+        uint32_t lens[64];
+        for (uint16_t i = 0; i < chunk; ++i) lens[i] = txq_[sent + i]->pkt_len;
+        uint16_t k = dev_->tx_burst(&txq_[sent], chunk);
+        for (uint16_t i = 0; i < k; ++i) st_.tx_bytes += lens[i];
+        st_.tx_packets += k;
+        sent += k;
+        if (k < chunk) {
+            ++st_.tx_ring_full;  // the rest waits for the next iteration
+            break;
+        }
+    }
+    if (sent == txq_.size()) txq_.clear();
+    else txq_.erase(txq_.begin(), txq_.begin() + ptrdiff_t(sent));
+}
+
+// ---- Conn operations ------------------------------------------------------------------------
+
+SendStatus EngineImpl::conn_send(uint32_t index, uint32_t gen, std::span<Slice> iov) {
+    ConnState* s = state_of(index, gen);
+    tcp::ConnId id{index, gen};
+    const tcp::Tcb* t = s ? host_.find(id) : nullptr;
+    if (!t) return SendStatus::Closed;
+    size_t total = 0;
+    for (const Slice& sl : iov) total += sl.size();
+    if (total == 0) return SendStatus::Ok;
+    if (t->send_space() < total) {
+        s->want_writable = true;
+        s->want_bytes = total;
+        return SendStatus::WouldBlock;
+    }
+    for (Slice& sl : iov) {
+        if (sl.empty()) continue;
+        tcp::SendResult r = host_.send(id, sl);
+        if (r == tcp::SendResult::InvalidState) return SendStatus::Closed;
+        if (r == tcp::SendResult::WouldBlock) {
+            // Space was checked above; the TCB refused anyway (e.g. its slice
+            // ring is full). What it took stays queued; the rest is the caller's.
+            s->want_writable = true;
+            s->want_bytes = sl.size();
+            mark_flush();
+            return SendStatus::WouldBlock;
+        }
+    }
+    mark_flush();
+    return SendStatus::Ok;
+}
+
+SendStatus EngineImpl::conn_send_copy(uint32_t index, uint32_t gen, std::span<const std::byte> bytes) {
+    ConnState* s = state_of(index, gen);
+    tcp::ConnId id{index, gen};
+    const tcp::Tcb* t = s ? host_.find(id) : nullptr;
+    if (!t) return SendStatus::Closed;
+    if (bytes.empty()) return SendStatus::Ok;
+    if (t->send_space() < bytes.size()) {
+        s->want_writable = true;
+        s->want_bytes = bytes.size();
+        return SendStatus::WouldBlock;
+    }
+    const size_t chunk = arena_->config().size_classes.empty() ? 2048 : arena_->config().size_classes.back();
+    copy_iov_.clear();
+    for (size_t off = 0; off < bytes.size(); off += chunk) {
+        size_t n = std::min(chunk, bytes.size() - off);
+        Slice sl = arena_->alloc_slice(n);
+        if (!sl) {
+            copy_iov_.clear();
+            return SendStatus::NoMemory;
+        }
+        std::memcpy(sl.data(), bytes.data() + off, n);
+        copy_iov_.push_back(std::move(sl));
+    }
+    SendStatus r = conn_send(index, gen, std::span<Slice>(copy_iov_));
+    copy_iov_.clear();
+    return r;
+}
+
+size_t EngineImpl::conn_write(uint32_t index, uint32_t gen, const void* buf, size_t len) {
+    ConnState* s = state_of(index, gen);
+    const tcp::Tcb* t = s ? host_.find(tcp::ConnId{index, gen}) : nullptr;
+    if (!t || len == 0) return 0;
+    size_t n = std::min<size_t>(len, t->send_space());
+    if (n == 0) {
+        s->want_writable = true;
+        s->want_bytes = 1;
+        return 0;
+    }
+    auto r = conn_send_copy(index, gen, std::span<const std::byte>(static_cast<const std::byte*>(buf), n));
+    if (r != SendStatus::Ok) return 0;
+    if (n < len) {
+        s = state_of(index, gen);
+        if (s) {
+            s->want_writable = true;
+            s->want_bytes = 1;
+        }
+    }
+    return n;
+}
+
+size_t EngineImpl::conn_read(uint32_t index, uint32_t gen, void* buf, size_t len) {
+    ConnState* s = state_of(index, gen);
+    if (!s) return 0;
+    auto* out = static_cast<std::byte*>(buf);
+    size_t done = 0;
+    while (done < len && !s->rxq.empty()) {
+        Slice& f = s->rxq.front();
+        size_t n = std::min(len - done, f.size());
+        std::memcpy(out + done, f.data(), n);
+        done += n;
+        if (n == f.size()) s->rxq.pop_front();
+        else f.remove_prefix(n);
+    }
+    if (done) {
+        s->rxq_bytes -= done;
+        host_.consume(tcp::ConnId{index, gen}, uint32_t(done));
+        mark_flush();
+    }
+    return done;
+}
+
+size_t EngineImpl::conn_readable(uint32_t index, uint32_t gen) const {
+    const ConnState* s = state_of(index, gen);
+    return s ? s->rxq_bytes : 0;
+}
+
+size_t EngineImpl::conn_send_space(uint32_t index, uint32_t gen) const {
+    const tcp::Tcb* t = state_of(index, gen) ? host_.find(tcp::ConnId{index, gen}) : nullptr;
+    return t ? t->send_space() : 0;
+}
+
+void EngineImpl::conn_shutdown(uint32_t index, uint32_t gen) {
+    if (!state_of(index, gen)) return;
+    host_.shutdown_write(tcp::ConnId{index, gen});
+    mark_flush();
+}
+
+void EngineImpl::conn_close(uint32_t index, uint32_t gen) {
+    if (!state_of(index, gen)) return;
+    host_.close(tcp::ConnId{index, gen});
+    mark_flush();
+}
+
+void EngineImpl::conn_abort(uint32_t index, uint32_t gen) {
+    if (!state_of(index, gen)) return;
+    host_.abort(tcp::ConnId{index, gen}, clock_.now(), app_act_);
+}
+
+Endpoint EngineImpl::conn_local(uint32_t index, uint32_t gen) const {
+    const tcp::Tcb* t = state_of(index, gen) ? host_.find(tcp::ConnId{index, gen}) : nullptr;
+    if (!t) return {};
+    return Endpoint{Ipv4{t->endpoints().local_ip.v}, t->endpoints().local_port};
+}
+
+Endpoint EngineImpl::conn_remote(uint32_t index, uint32_t gen) const {
+    const tcp::Tcb* t = state_of(index, gen) ? host_.find(tcp::ConnId{index, gen}) : nullptr;
+    if (!t) return {};
+    return Endpoint{Ipv4{t->endpoints().remote_ip.v}, t->endpoints().remote_port};
+}
+
+ConnStats EngineImpl::conn_stats(uint32_t index, uint32_t gen) const {
+    ConnStats o;
+    const ConnState* s = state_of(index, gen);
+    const tcp::Tcb* t = s ? host_.find(tcp::ConnId{index, gen}) : nullptr;
+    if (!t) {
+        o.state = "CLOSED";
+        return o;
+    }
+    tcp::Stats x = t->stats();
+    o.state = tcp::state_name(x.state);
+    o.snd_una = x.snd_una;
+    o.snd_nxt = x.snd_nxt;
+    o.snd_wnd = x.snd_wnd;
+    o.rcv_nxt = x.rcv_nxt;
+    o.rcv_wnd = x.rcv_wnd;
+    o.snd_mss = x.snd_mss;
+    o.snd_wscale = x.snd_wscale;
+    o.rcv_wscale = x.rcv_wscale;
+    o.sack_ok = x.sack_ok;
+    o.ts_ok = x.ts_ok;
+    o.ecn_ok = x.ecn_ok;
+    o.cwnd = x.cwnd;
+    o.ssthresh = x.ssthresh;
+    o.bytes_in_flight = x.bytes_in_flight;
+    o.srtt = x.srtt;
+    o.rttvar = x.rttvar;
+    o.rto = x.rto;
+    o.bytes_in = x.bytes_in;
+    o.bytes_out = x.bytes_out;
+    o.segs_in = x.segs_in;
+    o.segs_out = x.segs_out;
+    o.bytes_retransmitted = x.bytes_retransmitted;
+    o.retrans_timeout = x.retrans_timeout;
+    o.retrans_fast = x.retrans_fast;
+    o.retrans_sack = x.retrans_sack;
+    o.fast_recoveries = x.fast_recoveries;
+    o.dupacks = x.dupacks;
+    o.ooo_segments = x.ooo_segments;
+    o.zero_window_events = x.zero_window_events;
+    o.keepalive_probes = x.keepalive_probes;
+    o.fast_path = x.fast_path;
+    o.drops = x.drop_not_acceptable + x.drop_paws + x.drop_bad_ack + x.drop_rst_invalid + x.drop_no_room +
+              x.drop_no_ack + x.drop_after_close;
+    o.rx_queued = uint32_t(s->rxq_bytes);
+    return o;
+}
+
+void EngineImpl::conn_set_user(uint32_t index, uint32_t gen, void* p) {
+    if (ConnState* s = state_of(index, gen)) s->user = p;
+}
+
+void* EngineImpl::conn_user(uint32_t index, uint32_t gen) const {
+    const ConnState* s = state_of(index, gen);
+    return s ? s->user : nullptr;
+}
+
+EngineStats EngineImpl::stats() const {
+    EngineStats o = st_;
+    const tcp::HostStats& h = host_.stats();
+    o.tcp_segs_in = h.segs_in;
+    o.tcp_drop_wrong_dst = h.drop_wrong_dst;
+    o.tcp_drop_no_listener = h.drop_no_listener;
+    o.tcp_rst_sent = h.rst_sent;
+    o.tcp_drop_backlog_full = h.drop_backlog_full;
+    o.tcp_syn_cookies_sent = h.syn_cookies_sent;
+    o.tcp_accepted = h.accepted;
+    return o;
+}
+
+std::unique_ptr<Engine> EngineImpl::create(const EngineParams& p) {
+    auto impl = std::make_unique<EngineImpl>(p);
+    EngineImpl* raw = impl.get();
+    std::unique_ptr<Engine> e(new Engine(std::move(impl)));
+    raw->set_owner(e.get());
+    return e;
+}
+
+std::unique_ptr<Engine> make_engine(const EngineParams& p) { return EngineImpl::create(p); }
+
+} // namespace engine
+
+// ==== public API ==============================================================================
+
+Engine::Engine(std::unique_ptr<engine::EngineImpl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+ListenStatus Engine::listen(uint16_t port, Handler& h) { return impl_->listen(port, h); }
+void Engine::unlisten(uint16_t port) { impl_->unlisten(port); }
+ConnectStatus Engine::connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts) {
+    return impl_->connect(remote, h, out, opts);
+}
+TimerId Engine::add_timer(Duration after, std::function<void()> fn) { return impl_->add_timer(after, std::move(fn)); }
+bool Engine::cancel_timer(TimerId id) { return impl_->cancel_timer(id); }
+bool Engine::add_fd(int fd, uint32_t events, std::function<void(uint32_t)> fn) {
+    return impl_->add_fd(fd, events, std::move(fn));
+}
+bool Engine::remove_fd(int fd) { return impl_->remove_fd(fd); }
+void Engine::run() { impl_->run(); }
+size_t Engine::poll_once() { return impl_->poll_once(); }
+void Engine::stop() { impl_->stop(); }
+bool Engine::stopping() const { return impl_->stopping(); }
+Instant Engine::now() const { return impl_->now(); }
+unsigned Engine::core() const { return impl_->core(); }
+unsigned Engine::index() const { return impl_->index(); }
+Ipv4 Engine::local_ip() const { return impl_->local_ip(); }
+std::pair<uint16_t, uint16_t> Engine::client_ports() const { return impl_->client_ports(); }
+EngineStats Engine::stats() const { return impl_->stats(); }
+size_t Engine::connection_count() const { return impl_->connection_count(); }
+
+bool Conn::valid() const { return e_ && e_->conn_valid(index_, gen_); }
+SendStatus Conn::send(std::span<Slice> iov) { return e_ ? e_->conn_send(index_, gen_, iov) : SendStatus::Closed; }
+SendStatus Conn::send_copy(std::span<const std::byte> b) {
+    return e_ ? e_->conn_send_copy(index_, gen_, b) : SendStatus::Closed;
+}
+size_t Conn::write(const void* buf, size_t len) { return e_ ? e_->conn_write(index_, gen_, buf, len) : 0; }
+size_t Conn::read(void* buf, size_t len) { return e_ ? e_->conn_read(index_, gen_, buf, len) : 0; }
+size_t Conn::readable() const { return e_ ? e_->conn_readable(index_, gen_) : 0; }
+size_t Conn::send_space() const { return e_ ? e_->conn_send_space(index_, gen_) : 0; }
+void Conn::shutdown() { if (e_) e_->conn_shutdown(index_, gen_); }
+void Conn::close() { if (e_) e_->conn_close(index_, gen_); }
+void Conn::abort() { if (e_) e_->conn_abort(index_, gen_); }
+Endpoint Conn::local() const { return e_ ? e_->conn_local(index_, gen_) : Endpoint{}; }
+Endpoint Conn::remote() const { return e_ ? e_->conn_remote(index_, gen_) : Endpoint{}; }
+ConnStats Conn::stats() const { return e_ ? e_->conn_stats(index_, gen_) : ConnStats{"CLOSED"}; }
+void Conn::set_user(void* p) { if (e_) e_->conn_set_user(index_, gen_, p); }
+void* Conn::user() const { return e_ ? e_->conn_user(index_, gen_) : nullptr; }
+Engine* Conn::engine() const { return e_ ? e_->owner() : nullptr; }
+
+std::pair<uint16_t, uint16_t> client_port_subrange(unsigned index, unsigned count) {
+    const uint32_t total = uint32_t(kClientPortHi) - kClientPortLo + 1;
+    if (count == 0) count = 1;
+    if (index >= count) index = count - 1;
+    uint32_t per = total / count;
+    uint32_t lo = kClientPortLo + index * per;
+    uint32_t hi = index + 1 == count ? kClientPortHi : lo + per - 1;
+    return {uint16_t(lo), uint16_t(hi)};
+}
+
+} // namespace crescent

@@ -1,0 +1,193 @@
+// crescent — the engine's internals (the run-to-completion loop, Luna §5).
+//
+// One EngineImpl per lcore. It owns a tcp::Host (every connection and listener
+// of this engine), the per-core timing wheel, the TX batch, the epoll set and
+// the bookkeeping that maps TCP ConnIds to application handlers. It borrows a
+// Device (the queue pair), a NextHop resolver and the process's zbuf arena.
+//
+// Collect-then-act: every call into the Host appends to an Actions object, and
+// `process()` runs it in a fixed order — segments to TX first (their payload
+// views are only valid until the next Host call that can drop send-queue
+// references), then opening events (Connected / Acceptable), then readable
+// data, then the remaining events. Application calls made from callbacks
+// (send, close, connect...) only queue work in the Host; the engine flushes it
+// after the callbacks return, still inside the same loop iteration.
+//
+// Threads: everything here runs on the engine's thread, except stop().
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include <crescent/engine.hpp>
+#include <crescent/zbuf.hpp>
+
+#include "stack/engine/clock.hpp"
+#include "stack/engine/device.hpp"
+#include "stack/engine/nexthop.hpp"
+#include "stack/engine/timer_wheel.hpp"
+#include "stack/tcp/host.hpp"
+#include "stack/wire/wire.hpp"
+
+namespace crescent::engine {
+
+// How to build an engine (internal: the Runtime or a test fills it in).
+struct EngineParams {
+    EngineConfig cfg;
+    unsigned index = 0;        // engine index in its runtime
+    unsigned count = 1;        // engines in the runtime (client port split)
+    unsigned core = 0;         // zbuf core id of the engine's thread
+    wire::Ipv4Addr ip;         // the engine's local address
+    Device* dev = nullptr;     // borrowed; outlives the engine
+    NextHop* nexthop = nullptr;
+    zbuf::Arena* arena = nullptr;
+    std::array<uint64_t, 2> secret{};  // ISN / SYN-cookie key (random per process)
+    // Override of the client-port sub-range (0 = Luna split by index/count).
+    uint16_t client_port_lo = 0, client_port_hi = 0;
+    // Neighbour resolution: how long a frame waits for its next hop, and how
+    // many frames may wait at once.
+    Duration neigh_wait = std::chrono::seconds(3);
+    uint32_t neigh_queue = 256;
+};
+
+std::unique_ptr<Engine> make_engine(const EngineParams& p);
+
+tcp::Config tcp_config(const ConnOptions& o, uint16_t mss);
+
+class EngineImpl {
+public:
+    explicit EngineImpl(const EngineParams& p);
+    static std::unique_ptr<Engine> create(const EngineParams& p);
+    ~EngineImpl();
+    EngineImpl(const EngineImpl&) = delete;
+    EngineImpl& operator=(const EngineImpl&) = delete;
+
+    void set_owner(Engine* e) { owner_ = e; }
+    Engine* owner() const { return owner_; }
+
+    // --- Engine API ---
+    ListenStatus listen(uint16_t port, Handler& h);
+    void unlisten(uint16_t port);
+    ConnectStatus connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts);
+    TimerId add_timer(Duration after, std::function<void()> fn);
+    bool cancel_timer(TimerId id) { return wheel_.cancel(id); }
+    bool add_fd(int fd, uint32_t events, std::function<void(uint32_t)> fn);
+    bool remove_fd(int fd);
+    void run();
+    size_t poll_once();
+    void stop() { stop_.store(true, std::memory_order_relaxed); }
+    bool stopping() const { return stop_.load(std::memory_order_relaxed); }
+    Instant now() const { return clock_.now(); }
+    unsigned core() const { return p_.core; }
+    unsigned index() const { return p_.index; }
+    Ipv4 local_ip() const { return Ipv4{p_.ip.v}; }
+    std::pair<uint16_t, uint16_t> client_ports() const { return {port_lo_, port_hi_}; }
+    EngineStats stats() const;
+    size_t connection_count() const { return host_.connection_count(); }
+    // Abort every open connection (RST) and tell the handlers (EngineStopped).
+    void close_all();
+
+    // --- Conn API ---
+    bool conn_valid(uint32_t index, uint32_t gen) const { return state_of(index, gen) != nullptr; }
+    SendStatus conn_send(uint32_t index, uint32_t gen, std::span<Slice> iov);
+    SendStatus conn_send_copy(uint32_t index, uint32_t gen, std::span<const std::byte> bytes);
+    size_t conn_write(uint32_t index, uint32_t gen, const void* buf, size_t len);
+    size_t conn_read(uint32_t index, uint32_t gen, void* buf, size_t len);
+    size_t conn_readable(uint32_t index, uint32_t gen) const;
+    size_t conn_send_space(uint32_t index, uint32_t gen) const;
+    void conn_shutdown(uint32_t index, uint32_t gen);
+    void conn_close(uint32_t index, uint32_t gen);
+    void conn_abort(uint32_t index, uint32_t gen);
+    Endpoint conn_local(uint32_t index, uint32_t gen) const;
+    Endpoint conn_remote(uint32_t index, uint32_t gen) const;
+    ConnStats conn_stats(uint32_t index, uint32_t gen) const;
+    void conn_set_user(uint32_t index, uint32_t gen, void* p);
+    void* conn_user(uint32_t index, uint32_t gen) const;
+
+private:
+    // Application-side state of one connection, indexed by ConnId::index.
+    struct ConnState {
+        uint32_t gen = 0;
+        bool live = false;
+        bool connected_notified = false;
+        bool want_writable = false;
+        bool ready = false;            // batch: in ready_ (on_readable pending)
+        Handler* handler = nullptr;
+        void* user = nullptr;
+        std::deque<Slice> rxq;         // batch: received, not yet read()
+        size_t rxq_bytes = 0;          // == sum of rxq sizes
+        size_t want_bytes = 0;         // size of the refused send (on_writable threshold)
+        size_t snd_buf = 0;            // the connection's send buffer
+    };
+    struct PendingFrame {
+        rte_mbuf* m;
+        wire::Ipv4Addr next_hop_dst;   // the segment's destination (re-resolved)
+        Instant deadline;
+    };
+
+    ConnState* state_of(uint32_t index, uint32_t gen);
+    const ConnState* state_of(uint32_t index, uint32_t gen) const;
+    Conn handle(tcp::ConnId id) { return Conn(this, id.index, id.gen); }
+    ConnState& register_conn(tcp::ConnId id, Handler* h);
+
+    void rx(Instant now, uint16_t n);
+    void process(tcp::Actions& a, Instant now);
+    void transmit(const tcp::OutSegment& s, Instant now);
+    void enqueue_tx(rte_mbuf* m);
+    void flush_tx();
+    void retry_pending(Instant now);
+    void pump(Instant now);
+    void handle_event(const tcp::Event& ev, Instant now);
+    void deliver_inline(tcp::Actions& a, size_t begin, size_t end);
+    void run_batch_callbacks(Instant now);
+    void mark_flush() { need_flush_ = true; }
+    void poll_fds(Duration timeout);
+
+    EngineParams p_;
+    Engine* owner_ = nullptr;
+    TscClock clock_;
+    tcp::Host host_;
+    Device* dev_;
+    NextHop* nexthop_;
+    zbuf::Arena* arena_;
+    wire::MacAddr mac_;
+    DeviceCaps caps_;
+    uint16_t port_lo_, port_hi_;
+    uint32_t port_cursor_ = 0;
+    uint16_t ip_ident_ = 0;
+    uint16_t frame_room_ = 0;          // bytes one TX mbuf can hold
+
+    std::atomic<bool> stop_{false};
+    TimerWheel wheel_;
+
+    tcp::Actions act_;                 // output of engine-initiated Host calls
+    tcp::Actions app_act_;             // output of application-initiated Host calls
+    bool need_flush_ = false;          // the Host has queued work (send/consume/close)
+    bool closing_all_ = false;         // close_all(): report AbortedLocally as EngineStopped
+
+    std::deque<ConnState> conns_;      // never relocates: ConnState holds a deque of Slices
+    std::unordered_map<uint16_t, Handler*> listeners_;
+    std::vector<Slice> iov_;           // scratch: one on_data() call
+    std::vector<Slice> copy_iov_;      // scratch: send_copy()
+    std::vector<tcp::Event> deferred_; // batch mode: events of this burst
+    std::vector<tcp::ConnId> ready_;   // batch mode: connections with new data
+
+    std::vector<rte_mbuf*> rx_pkts_;
+    std::vector<rte_mbuf*> txq_;       // frames waiting for the NIC (kept across a full ring)
+    std::deque<PendingFrame> pending_; // frames waiting for their neighbour
+    static constexpr size_t kTxQueueMax = 16384;
+
+    int epfd_ = -1;
+    std::unordered_map<int, std::function<void(uint32_t)>> fds_;
+    uint32_t idle_count_ = 0;
+
+    EngineStats st_;
+};
+
+} // namespace crescent::engine
