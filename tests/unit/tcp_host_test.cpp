@@ -5,7 +5,9 @@
 
 #include <cstring>
 #include <deque>
+#include <iostream>
 #include <functional>
+#include <random>
 #include <string>
 
 #include "stack/tcp/host.hpp"
@@ -61,8 +63,15 @@ Slice copy_payload(zbuf::Arena& arena, const OutSegment& o) {
 
 // Two hosts and a lossless, zero-delay wire.
 struct Pair {
+    explicit Pair(HostConfig ca = host_cfg(kA), HostConfig cb = host_cfg(kB)) : a(ca), b(cb) {}
     crescent::test::ZbufArenaFixture arena{64u << 20};
-    Host a{host_cfg(kA)}, b{host_cfg(kB)};
+    Host a, b;
+    // Seeded impairments applied to every segment on the wire.
+    double loss = 0, reorder = 0;
+    std::mt19937_64 rng{42};
+    uint64_t dropped = 0, reordered = 0;
+    bool trace = getenv("TCP_TRACE") != nullptr;
+    std::deque<std::string> trace_log;
     Instant now = Instant::from_nanos(5'000'000'000);
     Actions oa, ob;
     std::deque<Wire> to_a, to_b;
@@ -70,7 +79,28 @@ struct Pair {
     std::vector<Event> ev_a, ev_b;
 
     void collect(Actions& o, std::deque<Wire>& q, std::string& got, Host& h, std::vector<Event>& ev) {
-        for (auto& s : o.segments) q.push_back(Wire{s.src, s.dst, s.ip_ecn, s.repr, copy_payload(arena.arena(), s)});
+        std::uniform_real_distribution<double> u(0, 1);
+        for (auto& s : o.segments) {
+            if (trace) {
+                char buf[200];
+                snprintf(buf, sizeof buf, "t=%.6f %s->%s seq=%u ack=%u fl=%02x len=%u win=%u tsval=%u tsecr=%u\n",
+                         now.nanos() / 1e9, s.src == kA ? "a" : "b", s.src == kA ? "b" : "a", s.repr.seq.raw(),
+                         s.repr.ack.raw(), s.repr.flags, s.payload_len(), s.repr.window,
+                         s.repr.opts.ts ? s.repr.opts.ts->tsval : 0, s.repr.opts.ts ? s.repr.opts.ts->tsecr : 0);
+                trace_log.push_back(buf);
+                if (trace_log.size() > 80) trace_log.pop_front();
+            }
+            if (loss > 0 && u(rng) < loss) {
+                if (trace) trace_log.back() += "   ^ dropped\n";
+                ++dropped;
+                continue;
+            }
+            q.push_back(Wire{s.src, s.dst, s.ip_ecn, s.repr, copy_payload(arena.arena(), s)});
+            if (reorder > 0 && q.size() >= 2 && u(rng) < reorder) {
+                std::swap(q[q.size() - 1], q[q.size() - 2]);
+                ++reordered;
+            }
+        }
         for (auto& r : o.readable) {
             got.append(reinterpret_cast<const char*>(r.data.data()), r.data.size());
             h.consume(r.conn, uint32_t(r.data.size()));
@@ -312,4 +342,81 @@ TEST_CASE("Host: connect to a closed port is refused", "[tcp][host][e2e]") {
         if (e.kind == EventKind::Closed && e.reason == CloseReason::Refused) refused = true;
     CHECK(refused);
     CHECK(p.a.connection_count() == 0);
+}
+
+TEST_CASE("two Hosts: byte-exact transfer under seeded loss and reordering, each CC, SACK on/off", "[tcp][host][loss]") {
+    for (CcAlgo cc : {CcAlgo::NewReno, CcAlgo::Cubic, CcAlgo::Dctcp}) {
+        for (bool sack : {true, false}) {
+            for (double loss : {0.01, 0.05, 0.2}) {
+                HostConfig ca = host_cfg(kA), cb = host_cfg(kB);
+                for (HostConfig* c : {&ca, &cb}) {
+                    c->tcp.cc = cc;
+                    c->tcp.sack = sack;
+                    c->tcp.snd_buf = 256u << 10;
+                    c->tcp.rcv_buf = 256u << 10;
+                    c->tcp.max_retries = 30;
+                }
+                Pair p(ca, cb);
+                p.loss = loss;
+                p.reorder = 0.05;
+                p.rng.seed(uint64_t(loss * 1000) * 31 + uint64_t(cc) * 7 + sack);
+                INFO("cc=" << cc_name(cc) << " sack=" << sack << " loss=" << loss);
+                REQUIRE(p.b.listen(9000, 16) == ListenResult::Ok);
+                ConnId ca_id;
+                REQUIRE(p.a.connect(kB, 9000, 40000, p.now, p.oa, &ca_id) == ConnectResult::Ok);
+                std::optional<ConnId> cb_id;
+                const size_t total = 512u << 10;
+                size_t sent = 0;
+                std::string expect;
+                bool closed = false;
+                auto app = [&] {
+                    if (!cb_id) cb_id = p.b.accept(9000);
+                    if (cb_id && p.b.find(*cb_id) && p.b.find(*cb_id)->state() == State::CloseWait) p.b.close(*cb_id);
+                    if (!p.a.find(ca_id) || p.a.find(ca_id)->state() != State::Established) return;
+                    while (sent < total) {
+                        size_t n = std::min<size_t>(3000, total - sent);
+                        Slice s = p.arena->alloc_slice(n);
+                        REQUIRE(s);
+                        for (size_t i = 0; i < n; ++i) reinterpret_cast<char*>(s.data())[i] = char('A' + (sent + i) % 53);
+                        if (p.a.send(ca_id, s) != SendResult::Ok) return;
+                        for (size_t i = 0; i < n; ++i) expect.push_back(char('A' + (sent + i) % 53));
+                        sent += n;
+                    }
+                    if (!closed) {
+                        p.a.close(ca_id);
+                        closed = true;
+                    }
+                };
+                p.run(p.now + 600s, app);
+                bool ok = p.got_b.size() == total && p.a.connection_count() == 0 && p.b.connection_count() == 0;
+                for (auto* h : {&p.a, &p.b}) {
+                    if (ok) break;  // diagnostics only on failure
+                    auto id = h == &p.a ? p.a.lookup(kB, 9000, 40000) : p.b.lookup(kA, 40000, 9000);
+                    if (id && h->find(*id)) {
+                        auto st = h->find(*id)->stats();
+                        std::cerr << (h == &p.a ? "a" : "b") << ": " << state_name(st.state) << " una=" << st.snd_una
+                                      << " nxt=" << st.snd_nxt << " rcv_nxt=" << st.rcv_nxt << " rto_us=" << st.rto.count() / 1000
+                                      << " rto_events=" << st.rto_events << " cwnd=" << st.cwnd << " wnd=" << st.snd_wnd
+                                      << " rcv_wnd=" << st.rcv_wnd << " deadline=" << h->find(*id)->next_deadline().nanos()
+                                      << " now=" << p.now.nanos() << " segs_in=" << st.segs_in << " paws=" << st.drop_paws
+                                      << " notacc=" << st.drop_not_acceptable << " badack=" << st.drop_bad_ack
+                                      << " chack=" << st.challenge_acks << " fast=" << st.fast_path
+                                      << " dup=" << st.dupacks << " segs_out=" << st.segs_out << "\n";
+                    }
+                }
+                if (!ok) {
+                    for (auto& l : p.trace_log) std::cerr << l;  // with TCP_TRACE=1 in the environment
+                    for (auto& e : p.ev_a)
+                        if (e.kind == EventKind::Closed) std::cerr << "a closed: " << close_reason_name(e.reason) << "\n";
+                    for (auto& e : p.ev_b)
+                        if (e.kind == EventKind::Closed) std::cerr << "b closed: " << close_reason_name(e.reason) << "\n";
+                }
+                CHECK(p.got_b.size() == total);
+                CHECK(p.got_b == expect);
+                CHECK(p.b.connection_count() == 0);
+                CHECK(p.a.connection_count() == 0);
+                CHECK(p.dropped > 0);
+            }
+        }
+    }
 }
