@@ -83,6 +83,11 @@ bool mark_ce(Bytes& f) {
     return true;
 }
 
+uint8_t ecn_of(const Bytes& f) {
+    size_t ip = ipv4_offset(f);
+    return ip == 0 ? 0 : uint8_t(uint8_t(f[ip + 1]) & 3);
+}
+
 bool flip_l4_bit(Bytes& f, uint64_t bit) {
     size_t ip = ipv4_offset(f);
     if (ip == 0) return false;
@@ -117,6 +122,7 @@ void Link::schedule(Instant arrival, Bytes frame) {
 void Link::send(Instant now, Bytes frame) {
     st_.sent++;
     st_.bytes_sent += frame.size();
+    if (ecn_of(frame) != 0) st_.ect++;
     size_t queued = backlog(now);
     if (queued + frame.size() > cfg_.queue_bytes) {
         st_.queue_drops++;

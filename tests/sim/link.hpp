@@ -59,6 +59,7 @@ struct LinkStats {
     uint64_t corrupted = 0;
     uint64_t reordered = 0;
     uint64_t ce_marked = 0;
+    uint64_t ect = 0;           // frames offered with ECT(0)/ECT(1)/CE: ECN was negotiated
     uint64_t bytes_sent = 0;
 };
 
@@ -108,5 +109,7 @@ private:
 bool mark_ce(Bytes& frame);
 // Flip bit `bit` of the IPv4 payload (the TCP segment), counted from its start.
 bool flip_l4_bit(Bytes& frame, uint64_t bit);
+// The 2-bit IPv4 ECN field of a frame (0 when not Ethernet/IPv4).
+uint8_t ecn_of(const Bytes& frame);
 
 } // namespace crescent::sim

@@ -23,6 +23,7 @@ SimNet::SimNet(SimConfig cfg) : cfg_(std::move(cfg)), ab_(cfg_.ab), ba_(cfg_.ba)
     arena_ = zbuf::Arena::create(zc, &err);
     if (!arena_) throw std::runtime_error("sim: zbuf arena: " + err);
     core_ = std::make_unique<zbuf::CoreScope>(0);
+    trace_ = std::getenv("CRESCENT_SIM_TRACE") != nullptr;
     cfg_.host_a.local_ip = kIpA;
     cfg_.host_b.local_ip = kIpB;
     hosts_[0] = std::make_unique<tcp::Host>(cfg_.host_a);
@@ -201,6 +202,19 @@ void SimNet::deliver(Side to, Bytes frame) {
     if (d != wire::Drop::None) {
         st_.rx_drops[size_t(d)]++;
         return;
+    }
+    if (trace_) {
+        const wire::TcpRepr& t = fr.tcp;
+        std::fprintf(stderr, "%12.6f %c>%c %5u>%-5u seq %10u ack %10u %c%c%c%c%c%c len %5zu win %5u ecn %u",
+                     double(now_.nanos()) / 1e9, to == Side::B ? 'A' : 'B', to == Side::B ? 'B' : 'A', t.src_port,
+                     t.dst_port, t.seq.raw(), t.ack.raw(), t.has(wire::tcp_flags::SYN) ? 'S' : '.',
+                     t.has(wire::tcp_flags::ACK) ? 'A' : '.', t.has(wire::tcp_flags::FIN) ? 'F' : '.',
+                     t.has(wire::tcp_flags::RST) ? 'R' : '.', t.has(wire::tcp_flags::ECE) ? 'E' : '.',
+                     t.has(wire::tcp_flags::CWR) ? 'C' : '.', fr.payload_len, t.window, fr.ip.ecn);
+        if (t.opts.ts) std::fprintf(stderr, " ts %u/%u", t.opts.ts->tsval, t.opts.ts->tsecr);
+        for (uint8_t i = 0; i < t.opts.sack_count; i++)
+            std::fprintf(stderr, " sack[%u,%u)", t.opts.sack[i].left.raw(), t.opts.sack[i].right.raw());
+        std::fprintf(stderr, "\n");
     }
     Slice payload;
     if (fr.payload_len) {

@@ -123,6 +123,7 @@ private:
     std::map<uint16_t, uint64_t> listen_to_send_;
     std::vector<Endpoint*> touched_;  // endpoints whose sending may progress
     SimStats st_;
+    bool trace_ = false;         // CRESCENT_SIM_TRACE: print every delivered segment
 };
 
 } // namespace crescent::sim
