@@ -33,6 +33,10 @@ public:
     // Hands up to `n` frames to the NIC; returns how many it took (the caller
     // keeps the rest and retries later).
     virtual uint16_t tx_burst(rte_mbuf** pkts, uint16_t n) = 0;
+    // Devices that batch internally: frames accepted by tx_burst but not yet
+    // on the wire; flush() retries them (called once per loop iteration).
+    virtual bool tx_pending() const { return false; }
+    virtual void flush() {}
     virtual const DeviceCaps& caps() const = 0;
     // Pool for TX frames / header mbufs (one per engine, never shared with RX
     // when the PMD computes addresses from the RX pool, e.g. af_xdp).

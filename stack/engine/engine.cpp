@@ -17,6 +17,8 @@
 
 #include <crescent/log.hpp>
 
+#include "zbuf/dpdk.hpp"
+
 namespace crescent {
 namespace engine {
 
@@ -239,6 +241,8 @@ size_t EngineImpl::poll_once() {
     if (!pending_.empty()) retry_pending(now);
     pump(now);
     if (!txq_.empty()) flush_tx();
+    else if (dev_->tx_pending()) dev_->flush();
+    nexthop_->quiescent();
     if (!fds_.empty()) {
         uint64_t before = st_.epoll_events;
         poll_fds(Duration::zero());
@@ -267,12 +271,14 @@ void EngineImpl::run() {
         if (next - now < d) d = next - now;
         if (d <= Duration::zero()) continue;
         ++st_.sleeps;
+        nexthop_->offline();
         if (!fds_.empty()) {
             poll_fds(d);  // sleeps in the epoll set: a kernel event ends the nap early
         } else {
             timespec ts{time_t(d.count() / 1'000'000'000), long(d.count() % 1'000'000'000)};
             nanosleep(&ts, nullptr);
         }
+        nexthop_->online();
     }
     close_all();
 }
@@ -327,10 +333,24 @@ void EngineImpl::rx(Instant now, uint16_t n) {
             rte_pktmbuf_free(m);
             continue;
         }
-        // The payload moves into a zbuf slice. Today the RX pool is a plain
-        // mbuf pool, so the bytes are copied into an arena obj; with a
-        // zbuf-backed RX pool the mbuf's own obj becomes the slice.
+        // The payload becomes a zbuf slice. With a zbuf-backed RX pool the
+        // mbuf's own obj is the slice (zero-copy, Luna §6.2 step 1: the slice
+        // now owns the mbuf); otherwise the bytes are copied into an arena obj.
         Slice payload;
+        if (f.payload_len != 0 && zbuf::contains(data)) {
+            payload = zbuf::dpdk::rx_slice(m);
+            if (payload) {
+                ++st_.rx_zero_copy;
+                payload.remove_prefix(f.payload_off);
+                payload.set_size(f.payload_len);
+                host_.on_segment(f.ip.src, f.ip.dst, f.ip.ecn, f.tcp, std::move(payload), now, act_);
+                if (!act_.empty()) {
+                    process(act_, now);
+                    act_.clear();
+                }
+                continue;
+            }
+        }
         if (f.payload_len != 0) {
             payload = arena_->alloc_slice(f.payload_len);
             if (!payload) {

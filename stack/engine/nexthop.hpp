@@ -27,6 +27,12 @@ public:
     virtual ~NextHop() = default;
     // Data path: no syscalls, no locks (a read of a per-engine or RCU table).
     virtual Resolve resolve(wire::Ipv4Addr dst, Instant now, wire::MacAddr* mac) = 0;
+    // Once per loop iteration: the engine holds no reference into the tables
+    // (an RCU quiescent point).
+    virtual void quiescent() {}
+    // Around a sleep: the engine reads nothing while offline.
+    virtual void offline() {}
+    virtual void online() {}
 };
 
 // Static neighbours (and an optional default gateway) from options.

@@ -1,0 +1,375 @@
+// crescent-echo — an RFC 862 echo server over crescent, and a verifying
+// streaming client (--client).
+//
+//   crescent-echo --iface IF [--port 7] [--mode inline|batch] [--cores N] [--file-prefix P]
+//   crescent-echo --eal "ARGS" --ip A.B.C.D/LEN [--mac M] [--neighbour IP=MAC]... [--gateway IP] ...
+//   crescent-echo ... --client HOST [--conns N] [--bytes N] [--cc newreno|cubic|dctcp]
+//
+// Server: every byte received on --port goes back on the same connection. In
+// inline mode the received zbuf slices themselves are sent back (zero-copy);
+// in batch mode the copy API (read/write) is used. Backpressure: what the
+// send buffer cannot take waits, and the connection stops reading (its
+// receive window closes) until on_writable.
+//
+// Client: opens --conns connections to HOST:--port (spread over the engines),
+// streams --bytes of a position-dependent pattern on each, verifies every
+// echoed byte, closes, and prints one line; exit status 0 iff every byte came
+// back intact.
+//
+// Ctrl-C / SIGTERM: the engines stop, connections are reset, and the runtime
+// removes the XDP program and DPDK's files before exiting.
+#include <atomic>
+#include <cerrno>
+#include <functional>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <crescent/engine.hpp>
+#include <crescent/runtime.hpp>
+
+namespace {
+
+using namespace crescent;
+
+struct Options {
+    RuntimeOptions rt;
+    uint16_t port = 7;
+    std::string client;       // empty: server
+    unsigned conns = 1;
+    uint64_t bytes = 16u << 20;
+    bool stats = false;
+    CongestionControl cc = CongestionControl::NewReno;
+    double timeout = 120;     // client: give up after this many seconds
+};
+
+[[noreturn]] void die(const std::string& msg) {
+    std::fprintf(stderr, "crescent-echo: %s\n", msg.c_str());
+    std::exit(2);
+}
+
+const char* usage =
+    "usage: crescent-echo (--iface IFACE | --eal \"ARGS\" --ip A.B.C.D/LEN [--mac MAC] [--neighbour IP=MAC]...\n"
+    "                      [--gateway IP]) [--port P] [--mode inline|batch] [--cores N] [--file-prefix P]\n"
+    "                     [--no-huge] [--burst N] [--idle-sleep-us N] [--stats]\n"
+    "                     [--client HOST [--conns N] [--bytes N] [--cc newreno|cubic|dctcp] [--timeout SEC]]\n";
+
+uint64_t parse_u64(std::string_view flag, const char* v, uint64_t lo, uint64_t hi) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = std::strtoull(v, &end, 10);
+    if (errno || end == v || *end != '\0' || n < lo || n > hi)
+        die(std::string(flag) + ": '" + v + "' is not a number in " + std::to_string(lo) + ".." + std::to_string(hi));
+    return n;
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        auto val = [&]() -> const char* {
+            if (i + 1 >= argc) die(std::string(a) + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--iface") o.rt.iface = val();
+        else if (a == "--eal") o.rt.eal = val();
+        else if (a == "--port") o.port = uint16_t(parse_u64(a, val(), 1, 65535));
+        else if (a == "--mode") {
+            const char* v = val();
+            if (!parse_dispatch_mode(v, &o.rt.engine.mode)) die(std::string("--mode: '") + v + "' is not inline or batch");
+        } else if (a == "--cores") o.rt.cores = unsigned(parse_u64(a, val(), 1, 64));
+        else if (a == "--file-prefix") o.rt.file_prefix = val();
+        else if (a == "--ip") o.rt.ip = val();
+        else if (a == "--mac") o.rt.mac = val();
+        else if (a == "--gateway") o.rt.gateway = val();
+        else if (a == "--neighbour" || a == "--neighbor") o.rt.neighbours.push_back(val());
+        else if (a == "--no-huge") o.rt.no_huge = true;
+        else if (a == "--burst") o.rt.engine.burst = uint16_t(parse_u64(a, val(), 1, 512));
+        else if (a == "--idle-sleep-us") {
+            o.rt.engine.idle_sleep = std::chrono::microseconds(parse_u64(a, val(), 1, 1000000));
+            o.rt.engine.idle_spin = 1000;
+        } else if (a == "--stats") o.stats = true;
+        else if (a == "--client") o.client = val();
+        else if (a == "--conns") o.conns = unsigned(parse_u64(a, val(), 1, 4096));
+        else if (a == "--bytes") o.bytes = parse_u64(a, val(), 1, uint64_t(1) << 40);
+        else if (a == "--timeout") o.timeout = double(parse_u64(a, val(), 1, 86400));
+        else if (a == "--cc") {
+            const char* v = val();
+            if (!parse_congestion_control(v, &o.cc)) die(std::string("--cc: '") + v + "' is not newreno, cubic or dctcp");
+        } else if (a == "-h" || a == "--help") {
+            std::fputs(usage, stdout);
+            std::exit(0);
+        } else {
+            die("unknown option '" + std::string(a) + "' (see --help)");
+        }
+    }
+    if (o.rt.iface.empty() == o.rt.eal.empty()) die("give exactly one of --iface IFACE or --eal \"ARGS\"");
+    if (!o.rt.eal.empty() && o.rt.ip.empty()) die("--eal needs --ip A.B.C.D/LEN (the device has no kernel address)");
+    if (o.client.empty()) o.rt.listen_ports.push_back(o.port);
+    o.rt.engine.conn.cc = o.cc;
+    return o;
+}
+
+// ---- server -----------------------------------------------------------------------
+
+class EchoServer final : public Handler {
+public:
+    explicit EchoServer(bool batch) : batch_(batch) {}
+    uint64_t echoed = 0, accepted = 0;
+
+private:
+    struct Pending {
+        std::deque<Slice> slices;      // inline: received, not yet accepted by send()
+        std::vector<std::byte> buf;    // batch: read, not yet written
+        size_t off = 0;
+        bool peer_closed = false;      // FIN received: close once everything is echoed
+    };
+    void on_connected(Conn c) override {
+        ++accepted;
+        c.set_user(new Pending);
+    }
+    void on_data(Conn c, std::span<Slice> data) override {
+        auto* p = static_cast<Pending*>(c.user());
+        size_t n = 0;
+        for (const Slice& s : data) n += s.size();
+        if (p->slices.empty() && c.send(data) == SendStatus::Ok) {  // the common case: straight back
+            echoed += n;
+            return;
+        }
+        for (Slice& s : data)
+            if (!s.empty()) p->slices.push_back(std::move(s));
+        drain(c, *p);
+    }
+    void on_readable(Conn c) override { drain(c, *static_cast<Pending*>(c.user())); }
+    void on_writable(Conn c) override { drain(c, *static_cast<Pending*>(c.user())); }
+    void on_peer_closed(Conn c) override {
+        auto* p = static_cast<Pending*>(c.user());
+        p->peer_closed = true;
+        drain(c, *p);  // closes (FIN after the queued bytes) once nothing is left to echo
+    }
+    void on_closed(Conn c, CloseReason) override {
+        delete static_cast<Pending*>(c.user());
+        c.set_user(nullptr);
+    }
+
+    void drain(Conn c, Pending& p) {
+        if (echo(c, p) && p.peer_closed && c.readable() == 0) c.close();
+    }
+    // True when nothing is left to send.
+    bool echo(Conn c, Pending& p) {
+        if (!batch_) {
+            while (!p.slices.empty()) {
+                Slice& s = p.slices.front();
+                size_t space = c.send_space();
+                if (space == 0) return false;
+                size_t n = s.size();
+                if (n > space) {
+                    if (c.send(s.sub(0, space)) != SendStatus::Ok) return false;
+                    s.remove_prefix(space);
+                    echoed += space;
+                    return false;
+                }
+                if (c.send(std::move(s)) != SendStatus::Ok) return false;
+                echoed += n;
+                p.slices.pop_front();
+            }
+            return true;
+        }
+        for (;;) {
+            if (p.off < p.buf.size()) {
+                size_t w = c.write(p.buf.data() + p.off, p.buf.size() - p.off);
+                p.off += w;
+                echoed += w;
+                if (p.off < p.buf.size()) return false;  // on_writable continues
+            }
+            p.buf.resize(64 * 1024);
+            size_t r = c.read(p.buf.data(), p.buf.size());
+            p.buf.resize(r);
+            p.off = 0;
+            if (r == 0) return true;
+        }
+    }
+
+    bool batch_;
+};
+
+// ---- client ------------------------------------------------------------------------
+
+inline uint8_t pattern(uint64_t off, uint32_t seed) { return uint8_t((off * 2654435761u >> 13) ^ (off >> 11) ^ seed); }
+
+class StreamClient final : public Handler {
+public:
+    explicit StreamClient(uint64_t total) : total_(total) {}
+    struct State {
+        uint32_t seed;
+        uint64_t sent = 0, received = 0;
+        bool done = false;
+    };
+    std::vector<std::unique_ptr<State>> conns;
+    uint64_t completed = 0, failed = 0, mismatches = 0, closed = 0;
+    std::string error;
+
+    void on_connected(Conn c) override { pump(c); }
+    void on_writable(Conn c) override { pump(c); }
+    void on_acked(Conn c, size_t) override { pump(c); }
+    void on_data(Conn c, std::span<Slice> data) override {
+        for (const Slice& s : data) verify(c, s.data(), s.size());
+    }
+    void on_readable(Conn c) override {
+        std::byte buf[16384];
+        while (size_t n = c.read(buf, sizeof buf)) verify(c, buf, n);
+    }
+    void on_closed(Conn c, CloseReason why) override {
+        ++closed;
+        auto* st = static_cast<State*>(c.user());
+        if (st && !st->done) {
+            ++failed;
+            if (error.empty())
+                error = std::string("connection closed (") + std::string(close_reason_name(why)) + ") after " +
+                        std::to_string(st->received) + " of " + std::to_string(total_) + " bytes";
+        }
+    }
+    bool finished() const { return closed == conns.size(); }
+
+private:
+    void pump(Conn c) {
+        auto* st = static_cast<State*>(c.user());
+        if (!st) return;
+        while (st->sent < total_) {
+            size_t n = size_t(std::min<uint64_t>({uint64_t(64 * 1024), total_ - st->sent, c.send_space()}));
+            if (n == 0) return;
+            buf_.resize(n);
+            for (size_t i = 0; i < n; ++i) buf_[i] = std::byte(pattern(st->sent + i, st->seed));
+            if (c.send_copy(std::span<const std::byte>(buf_)) != SendStatus::Ok) return;
+            st->sent += n;
+        }
+    }
+    void verify(Conn c, const std::byte* p, size_t n) {
+        auto* st = static_cast<State*>(c.user());
+        if (!st) return;
+        for (size_t i = 0; i < n; ++i)
+            if (std::to_integer<uint8_t>(p[i]) != pattern(st->received + i, st->seed) && mismatches++ == 0)
+                error = "echo differs at byte " + std::to_string(st->received + i);
+        st->received += n;
+        if (st->received >= total_ && !st->done) {
+            st->done = true;
+            ++completed;
+            c.close();
+        }
+    }
+    uint64_t total_;
+    std::vector<std::byte> buf_;
+};
+
+void print_stats(Runtime& rt) {
+    for (unsigned i = 0; i < rt.engine_count(); ++i) {
+        EngineStats s = rt.engine(i).stats();
+        std::fprintf(stderr, "engine %u:", i);
+        s.for_each([](std::string_view name, uint64_t v) {
+            if (v) std::fprintf(stderr, " %.*s=%llu", int(name.size()), name.data(), (unsigned long long)v);
+        });
+        std::fprintf(stderr, "\n");
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    Options o = parse(argc, argv);
+    Ipv4 server_ip;
+    if (!o.client.empty() && !Ipv4::parse(o.client, &server_ip))
+        die("--client: '" + o.client + "' is not an IPv4 address");
+
+    std::string err;
+    auto rt = Runtime::start(o.rt, &err);
+    if (!rt) {
+        std::fprintf(stderr, "%s\n", err.c_str());
+        return 1;
+    }
+    std::fprintf(stderr, "crescent-echo: %s\n", rt->describe().c_str());
+    const bool batch = o.rt.engine.mode == DispatchMode::Batch;
+
+    if (o.client.empty()) {
+        std::vector<std::unique_ptr<EchoServer>> servers;
+        for (unsigned i = 0; i < rt->engine_count(); ++i) servers.push_back(std::make_unique<EchoServer>(batch));
+        bool listen_failed = false;
+        rt->run([&](Engine& e) {
+            ListenStatus st = e.listen(o.port, *servers[e.index()]);
+            if (st != ListenStatus::Ok) {
+                listen_failed = true;
+                rt->stop();
+                return;
+            }
+            if (e.index() == 0)
+                std::fprintf(stderr, "crescent-echo: listening on %s:%u (%s mode, %u engine%s)\n",
+                             rt->local_ip().to_string().c_str(), o.port, batch ? "batch" : "inline",
+                             rt->engine_count(), rt->engine_count() > 1 ? "s" : "");
+        });
+        if (o.stats) print_stats(*rt);
+        if (listen_failed) {
+            std::fprintf(stderr, "crescent-echo: port %u is already in use\n", o.port);
+            return 1;
+        }
+        return 0;
+    }
+
+    // Client.
+    std::vector<std::unique_ptr<StreamClient>> clients;
+    for (unsigned i = 0; i < rt->engine_count(); ++i) clients.push_back(std::make_unique<StreamClient>(o.bytes));
+    std::atomic<unsigned> engines_done{0};
+    std::string connect_error;
+    auto t0 = std::chrono::steady_clock::now();
+    ConnOptions copts;
+    copts.cc = o.cc;
+    rt->run([&](Engine& e) {
+        StreamClient& cl = *clients[e.index()];
+        unsigned n = o.conns / rt->engine_count() + (e.index() < o.conns % rt->engine_count() ? 1 : 0);
+        for (unsigned k = 0; k < n; ++k) {
+            Conn c;
+            ConnectStatus st = e.connect(Endpoint{server_ip, o.port}, cl, &c, &copts);
+            if (st != ConnectStatus::Ok) {
+                connect_error = "connect failed (no route or no free client port)";
+                break;
+            }
+            cl.conns.push_back(std::make_unique<StreamClient::State>());
+            cl.conns.back()->seed = e.index() * 1000 + k;
+            c.set_user(cl.conns.back().get());
+        }
+        // Poll for completion and the overall deadline on this engine's wheel.
+        auto check = std::make_shared<std::function<void()>>();
+        *check = [&, check, &e = e, &cl = cl] {
+            double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (cl.finished() || secs > o.timeout) {
+                if (!cl.finished() && cl.error.empty()) cl.error = "timed out";
+                if (++engines_done == rt->engine_count()) rt->stop();
+                return;
+            }
+            e.add_timer(std::chrono::milliseconds(5), *check);
+        };
+        e.add_timer(std::chrono::milliseconds(5), *check);
+    });
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    uint64_t completed = 0, total_conns = 0, mismatches = 0;
+    std::string error = connect_error;
+    for (auto& cl : clients) {
+        completed += cl->completed;
+        total_conns += cl->conns.size();
+        mismatches += cl->mismatches;
+        if (error.empty() && !cl->error.empty()) error = cl->error;
+    }
+    if (o.stats) print_stats(*rt);
+    bool ok = error.empty() && completed == o.conns && total_conns == o.conns && mismatches == 0;
+    double mbps = secs > 0 ? double(completed * o.bytes) * 8 / secs / 1e6 : 0;
+    std::printf("{\"ok\":%s,\"conns\":%u,\"completed\":%llu,\"bytes_per_conn\":%llu,\"seconds\":%.3f,"
+                "\"echo_mbit_s\":%.1f,\"mismatches\":%llu%s%s%s}\n",
+                ok ? "true" : "false", o.conns, (unsigned long long)completed, (unsigned long long)o.bytes, secs, mbps,
+                (unsigned long long)mismatches, error.empty() ? "" : ",\"error\":\"", error.c_str(),
+                error.empty() ? "" : "\"");
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,85 @@
+// crescent — starting crescent in a process: DPDK, the port, the control
+// plane, the zbuf arena, and one Engine per core.
+//
+//   crescent::RuntimeOptions o;
+//   o.iface = "eth1";             // AF_XDP on a Linux interface, with the
+//   o.listen_ports = {7};         //   steering XDP program for these ports
+//   o.cores = 2;                  // two engines, queues 0 and 1
+//   std::string err;
+//   auto rt = crescent::Runtime::start(o, &err);
+//   if (!rt) { fprintf(stderr, "%s\n", err.c_str()); return 1; }
+//   rt->run([&](crescent::Engine& e) { e.listen(7, handlers[e.index()]); });
+//
+// Two ways to get a device: `iface` (crescent builds the EAL arguments for
+// net_af_xdp and loads its steering program, so the kernel keeps the
+// interface, its IP, ARP and every other port; addresses, routes and
+// neighbours come from the kernel over netlink), or `eal` (any DPDK device
+// from your own EAL arguments; give the address, MAC and neighbours
+// statically with ip/mac/neighbours/gateway).
+//
+// Errors are one line naming the cause and what to do. After an error, after
+// the Runtime is destroyed, and after SIGINT/SIGTERM (which make run() return),
+// nothing is left behind: no XDP program, no hugepage or runtime files.
+//
+// One Runtime per process. This header includes no DPDK header.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <crescent/engine.hpp>
+
+namespace crescent {
+
+struct RuntimeOptions {
+    // Exactly one of the two.
+    std::string iface;                 // Linux interface (AF_XDP + steering)
+    std::string eal;                   // EAL arguments, space-separated ("--vdev=net_tap0 ...")
+
+    unsigned cores = 1;                // engines (one queue pair and one lcore each)
+    std::string file_prefix;           // DPDK --file-prefix ("" = per process)
+    std::vector<uint16_t> listen_ports;// server ports steered to crescent (iface mode)
+    bool no_huge = false;              // EAL --no-huge (tests without hugepages)
+    size_t arena_bytes = 64u << 20;    // zbuf arena (send_copy, received payloads)
+    std::string log_level = "notice";  // EAL log level
+
+    // Static addressing (eal mode; devices with no kernel netdev):
+    std::string ip;                    // "10.0.0.1/24"
+    std::string mac;                   // "" = the device's MAC
+    std::string gateway;               // optional default gateway
+    std::vector<std::string> neighbours;  // "10.0.0.2=02:00:00:00:00:02"
+
+    EngineConfig engine;               // applied to every engine
+};
+
+class Runtime {
+public:
+    // nullptr + *err (one line) on failure, with everything undone.
+    static std::unique_ptr<Runtime> start(const RuntimeOptions& opts, std::string* err);
+    ~Runtime();
+    Runtime(const Runtime&) = delete;
+    Runtime& operator=(const Runtime&) = delete;
+
+    // Runs `setup` on each engine's own core, then its loop, until stop() or
+    // SIGINT/SIGTERM. Returns when every loop has returned (open connections
+    // are reset and their handlers told EngineStopped).
+    void run(const std::function<void(Engine&)>& setup);
+    // Any thread, async-signal-safe.
+    void stop();
+    static bool stop_requested();
+
+    unsigned engine_count() const;
+    Engine& engine(unsigned i);
+    Ipv4 local_ip() const;
+    std::string describe() const;      // one line: device, address, MTU, offloads
+
+    struct Impl;
+private:
+    explicit Runtime(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace crescent

@@ -1,0 +1,257 @@
+// crescent — the public Runtime: stack/dev (EAL, port, steering) + stack/ctrl
+// (netlink or static addressing) + the zbuf arena + one Engine per lcore.
+//
+// Ownership and teardown order (reverse of construction): engines (they free
+// their queued mbufs and drop every zbuf reference) -> devices and next-hop
+// readers -> the arena (EAL memory) -> the control plane -> dev::Runtime
+// (ports, XDP program, rte_eal_cleanup, files).
+#include <crescent/runtime.hpp>
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
+#include <crescent/log.hpp>
+
+#include "stack/ctrl/netlink.hpp"
+#include "stack/ctrl/static_config.hpp"
+#include "stack/dev/runtime.hpp"
+#include "stack/engine/ctrl_nexthop.hpp"
+#include "stack/engine/engine_impl.hpp"
+#include "stack/engine/queue_device.hpp"
+#include "zbuf/dpdk.hpp"
+
+namespace crescent {
+
+namespace {
+std::atomic<bool> g_stop{false};
+
+std::vector<std::string> split_args(const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    std::string w;
+    while (in >> w) out.push_back(w);
+    return out;
+}
+
+std::string with_prefix(std::string m) {
+    if (m.rfind("crescent: ", 0) == 0) return m;
+    return "crescent: " + m;
+}
+} // namespace
+
+struct Runtime::Impl {
+    RuntimeOptions opt;
+    std::unique_ptr<dev::Runtime> dev;
+    dev::Port* port = nullptr;
+    std::unique_ptr<ctrl::Netlink> nl;                     // iface mode
+    std::unique_ptr<ctrl::Rcu<ctrl::Snapshot>> static_rcu; // eal mode
+    std::unique_ptr<zbuf::Arena> arena;
+    std::vector<std::unique_ptr<engine::Device>> devs;
+    std::vector<std::unique_ptr<engine::NextHop>> nexthops;
+    std::vector<std::unique_ptr<Engine>> engines;
+    std::vector<unsigned> lcores;                          // lcore of engine i
+    wire::Ipv4Addr ip;
+    std::string describe;
+
+    ~Impl() {
+        engines.clear();
+        devs.clear();
+        nexthops.clear();
+        arena.reset();
+        static_rcu.reset();
+        nl.reset();
+        dev.reset();
+    }
+    ctrl::Rcu<ctrl::Snapshot>& rcu() { return nl ? nl->rcu() : *static_rcu; }
+};
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Runtime::~Runtime() = default;
+
+std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* err) {
+    auto fail = [&](std::string m) {
+        if (err) *err = with_prefix(std::move(m));
+        return std::unique_ptr<Runtime>();
+    };
+    const bool iface_mode = !o.iface.empty();
+    if (iface_mode == !o.eal.empty()) return fail("give exactly one of --iface IFACE or --eal \"ARGS\"");
+    if (o.cores == 0 || o.cores > 64) return fail(fmt::format("--cores {} is out of range (1..64)", o.cores));
+    if (o.engine.burst == 0 || o.engine.burst > 512)
+        return fail(fmt::format("burst {} is out of range (1..512)", o.engine.burst));
+
+    auto impl = std::make_unique<Impl>();
+    impl->opt = o;
+
+    // Static addressing first: a bad option fails before anything starts.
+    ctrl::StaticConfig sc;
+    if (!iface_mode) {
+        std::string e;
+        if (o.ip.empty()) return fail("--eal needs a static address: --ip A.B.C.D/LEN (and --neighbour IP=MAC)");
+        if (!ctrl::apply_static_option(sc, "ip", o.ip, &e)) return fail(e);
+        if (!o.mac.empty() && !ctrl::apply_static_option(sc, "mac", o.mac, &e)) return fail(e);
+        if (!o.gateway.empty() && !ctrl::apply_static_option(sc, "gw", o.gateway, &e)) return fail(e);
+        for (const std::string& n : o.neighbours)
+            if (!ctrl::apply_static_option(sc, "neigh", n, &e)) return fail(e);
+    }
+
+    // dev: EAL + the port.
+    dev::RuntimeConfig dc;
+    if (iface_mode) {
+        dc.mode = dev::RuntimeConfig::Mode::Iface;
+        dc.iface = o.iface;
+        dc.queues = uint16_t(o.cores);
+        for (uint16_t p : o.listen_ports) dc.steer_ports.push_back(dev::PortRange{p, p});
+        dc.steer_ports.push_back(dev::PortRange{kClientPortLo, kClientPortHi});
+    } else {
+        dc.mode = dev::RuntimeConfig::Mode::Eal;
+        dc.eal_args = split_args(o.eal);
+    }
+    dc.file_prefix = o.file_prefix;
+    dc.no_huge = o.no_huge;
+    dc.log_level = o.log_level;
+    if (dev::Status st = dev::Runtime::start(dc, &impl->dev); !st) return fail(st.message());
+
+    dev::PortConfig pc;
+    pc.queues = uint16_t(o.cores);
+    if (dev::Status st = impl->dev->open_port(impl->dev->default_port(), pc, &impl->port); !st)
+        return fail(st.message());
+    impl->port->wait_link_up(2000);
+
+    // Control plane.
+    wire::MacAddr mac;
+    {
+        rte_ether_addr a = impl->port->mac();
+        for (int i = 0; i < 6; ++i) mac.b[i] = a.addr_bytes[i];
+    }
+    if (iface_mode) {
+        std::string e;
+        impl->nl = ctrl::Netlink::open(o.iface, &e);
+        if (!impl->nl) return fail(e);
+        const ctrl::InterfaceInfo& ii = impl->nl->snapshot().iface();
+        if (ii.addrs.empty())
+            return fail(fmt::format("interface '{}' has no IPv4 address: add one with `ip addr add A.B.C.D/LEN dev {}`",
+                                    o.iface, o.iface));
+        impl->ip = ii.addrs.front().addr;
+    } else {
+        if (!sc.mac) sc.mac = mac;
+        sc.mtu = impl->port->mtu();
+        std::string e;
+        if (!ctrl::validate_static_config(sc, &e)) return fail(e);
+        impl->static_rcu = std::make_unique<ctrl::Rcu<ctrl::Snapshot>>(sc.snapshot());
+        impl->ip = sc.addr->addr;
+    }
+
+    // The zbuf arena in EAL memory.
+    {
+        zbuf::Config zc;
+        zc.bytes = o.arena_bytes;
+        std::string e;
+        impl->arena = zbuf::dpdk::create_arena(zc, &e);
+        if (!impl->arena) return fail(fmt::format("zbuf arena of {} MiB: {}", o.arena_bytes >> 20, e));
+    }
+
+    // lcores: the main lcore runs engine 0, workers the others.
+    impl->lcores.push_back(rte_get_main_lcore());
+    unsigned lc;
+    RTE_LCORE_FOREACH_WORKER(lc) impl->lcores.push_back(lc);
+    if (impl->lcores.size() < o.cores)
+        return fail(fmt::format("{} engines need {} lcores but EAL has {}: pass a longer -l list", o.cores, o.cores,
+                                impl->lcores.size()));
+
+    std::random_device rd;
+    std::array<uint64_t, 2> secret{(uint64_t(rd()) << 32) | rd(), (uint64_t(rd()) << 32) | rd()};
+    for (unsigned i = 0; i < o.cores; ++i) {
+        dev::Queue& q = impl->port->queue(i);
+        impl->devs.push_back(std::make_unique<engine::QueueDevice>(*impl->port, q));
+        auto reader = impl->rcu().register_reader();
+        if (!reader) return fail("too many engines for the control-plane readers");
+        std::unique_ptr<ctrl::NeighbourResolver> res;
+        if (iface_mode) {
+            std::string e;
+            res = ctrl::NeighbourResolver::open(impl->nl->ifindex(), &e);
+            if (!res) return fail(e);
+        }
+        impl->nexthops.push_back(std::make_unique<engine::CtrlNextHop>(std::move(*reader), std::move(res)));
+        engine::EngineParams ep;
+        ep.cfg = o.engine;
+        ep.index = i;
+        ep.count = o.cores;
+        ep.core = i;
+        ep.ip = impl->ip;
+        ep.dev = impl->devs.back().get();
+        ep.nexthop = impl->nexthops.back().get();
+        ep.arena = impl->arena.get();
+        ep.secret = secret;
+        impl->engines.push_back(engine::make_engine(ep));
+    }
+    const dev::Offloads& off = impl->port->offloads();
+    impl->describe = fmt::format("{} ({}) {} mac {} mtu {} engines {} offloads [{}]", impl->port->name(),
+                                 impl->port->driver(), ctrl::to_string(impl->ip), ctrl::to_string(mac),
+                                 impl->port->mtu(), o.cores, off.describe());
+    g_stop.store(false);
+    return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+}
+
+namespace {
+struct LaunchArg {
+    Engine* engine;
+    const std::function<void(Engine&)>* setup;
+};
+
+int engine_main(void* p) {
+    auto* a = static_cast<LaunchArg*>(p);
+    zbuf::CoreScope core(a->engine->core());
+    (*a->setup)(*a->engine);
+    a->engine->run();
+    return 0;
+}
+} // namespace
+
+void Runtime::run(const std::function<void(Engine&)>& setup) {
+    Impl& im = *impl_;
+    std::vector<LaunchArg> args(im.engines.size());
+    for (size_t i = 0; i < im.engines.size(); ++i) args[i] = LaunchArg{im.engines[i].get(), &setup};
+    Engine& e0 = *im.engines[0];
+    // Engine 0 owns the netlink socket: kernel updates arrive through its epoll.
+    if (im.nl) {
+        ctrl::Netlink* nl = im.nl.get();
+        e0.add_fd(nl->fd(), EPOLLIN, [nl](uint32_t) { nl->process(); });
+    }
+    // Engine 0 watches for stop requests (signals, stop()) and stops everyone.
+    std::function<void()> watch;
+    watch = [&im, &e0, &watch] {
+        if (g_stop.load(std::memory_order_relaxed) || dev::Runtime::stop_requested()) {
+            for (auto& e : im.engines) e->stop();
+            return;
+        }
+        e0.add_timer(std::chrono::milliseconds(20), watch);
+    };
+    e0.add_timer(std::chrono::milliseconds(20), watch);
+    for (size_t i = 1; i < im.engines.size(); ++i)
+        rte_eal_remote_launch(engine_main, &args[i], im.lcores[i]);
+    engine_main(&args[0]);
+    for (auto& e : im.engines) e->stop();
+    rte_eal_mp_wait_lcore();
+    if (im.nl) e0.remove_fd(im.nl->fd());
+}
+
+void Runtime::stop() {
+    g_stop.store(true, std::memory_order_relaxed);
+    for (auto& e : impl_->engines) e->stop();
+}
+
+bool Runtime::stop_requested() { return g_stop.load(std::memory_order_relaxed) || dev::Runtime::stop_requested(); }
+unsigned Runtime::engine_count() const { return unsigned(impl_->engines.size()); }
+Engine& Runtime::engine(unsigned i) { return *impl_->engines.at(i); }
+Ipv4 Runtime::local_ip() const { return Ipv4{impl_->ip.v}; }
+std::string Runtime::describe() const { return impl_->describe; }
+
+} // namespace crescent
