@@ -164,16 +164,22 @@ private:
     int fd_ = -1, saved_out_ = -1, saved_err_ = -1;
 };
 
-// Lines EAL printed directly: errors ("FATAL", getopt) are kept for the Status.
+// Lines EAL printed directly: errors ("FATAL", getopt) are kept for the
+// Status, ahead of the logged ones (getopt complains before EAL gives up).
 void eal_stdio_lines(const std::string& text) {
     std::lock_guard lk(g_eal_log.mu);
     std::istringstream in(text);
+    std::vector<std::string> errs;
     for (std::string l; std::getline(in, l);) {
-        bool err = l.find("FATAL") != std::string::npos || l.find("unrecognized option") != std::string::npos ||
-                   l.find("invalid option") != std::string::npos || l.find("Error") != std::string::npos ||
-                   l.find("error") != std::string::npos;
-        g_eal_log.line(l, err ? RTE_LOG_ERR : RTE_LOG_DEBUG);
+        bool fatal = l.find("FATAL") != std::string::npos;
+        bool err = l.find("unrecognized option") != std::string::npos ||
+                   l.find("invalid option") != std::string::npos || l.find("requires an argument") != std::string::npos;
+        if (err) errs.push_back(l);
+        // "EAL: FATAL: x" repeats the logged "EAL: x": keep it out of the summary.
+        g_eal_log.line(l, err ? RTE_LOG_ERR : fatal ? RTE_LOG_NOTICE : RTE_LOG_DEBUG);
+        if (err) g_eal_log.errors.pop_back();
     }
+    for (auto it = errs.rbegin(); it != errs.rend(); ++it) g_eal_log.errors.push_front(*it);
 }
 
 bool eal_errors_contain(std::string_view needle) {
