@@ -764,7 +764,7 @@ void Tcb::ack_advanced(const TcpRepr& seg, Instant now, Actions& out) {
     uint32_t acked = uint32_t(seg.ack - snd_.una);
     // RTT: timestamps (RFC 7323 §4) or one timed segment (RFC 6298 §3, Karn).
     std::optional<Duration> sample;
-    if (ts_ok_ && seg.opts.ts && seg.opts.ts->tsecr != 0) {
+    if (ts_ok_ && seg.opts.ts && seg.opts.ts->tsecr != 0 && backoff_ == 0) { // after an RTO the echo may predate the retransmission
         sample = std::chrono::microseconds(int32_t(ts_now(now) - seg.opts.ts->tsecr));
         if (sample->count() < 0) sample.reset();
         rtt_timing_ = false;
@@ -1140,7 +1140,7 @@ void Tcb::send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out) {
 // <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>
 void Tcb::send_ack(Instant now, Actions& out) {
     if (!synchronized(state_)) return;
-    send_control(ACK, snd_.nxt, now, out);
+    send_control(ACK, snd_.max, now, out); // snd.max: snd.nxt may be rewound by an RTO
 }
 
 void Tcb::send_rst(SeqNum seq, Actions& out) {
