@@ -90,6 +90,17 @@ int delete_location(const std::string& ifname, uint32_t loc) {
 
 } // namespace
 
+ethtool_rx_flow_spec ntuple_spec(const SteerRule& r) {
+    ethtool_rx_flow_spec fs{};
+    fs.flow_type = TCP_V4_FLOW;
+    fs.h_u.tcp_ip4_spec.pdst = htons(r.dst.value);
+    fs.m_u.tcp_ip4_spec.pdst = htons(r.dst.mask); // kernel ABI: 1 bits are compared
+    fs.h_u.tcp_ip4_spec.psrc = htons(r.src.value);
+    fs.m_u.tcp_ip4_spec.psrc = htons(r.src.mask);
+    fs.ring_cookie = r.queue;
+    return fs;
+}
+
 NtupleRules::NtupleRules(NtupleRules&& o) noexcept
     : ifname_(std::move(o.ifname_)), locs_(std::move(o.locs_)) {
     o.locs_.clear();
@@ -118,12 +129,7 @@ int NtupleRules::install(const std::string& ifname, const Plan& plan, std::strin
     for (const SteerRule& r : plan.rules()) {
         ethtool_rxnfc ins{};
         ins.cmd = ETHTOOL_SRXCLSRLINS;
-        ins.fs.flow_type = TCP_V4_FLOW;
-        ins.fs.h_u.tcp_ip4_spec.pdst = htons(r.dst.value);
-        ins.fs.m_u.tcp_ip4_spec.pdst = htons(r.dst.mask);
-        ins.fs.h_u.tcp_ip4_spec.psrc = htons(r.src.value);
-        ins.fs.m_u.tcp_ip4_spec.psrc = htons(r.src.mask);
-        ins.fs.ring_cookie = r.queue;
+        ins.fs = ntuple_spec(r);
         if (info.special) {
             ins.fs.location = RX_CLS_LOC_ANY;
         } else {

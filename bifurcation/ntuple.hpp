@@ -19,6 +19,8 @@
 // Set-up / shutdown only (ioctl; needs CAP_NET_ADMIN).
 #pragma once
 
+#include <linux/ethtool.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,6 +28,10 @@
 #include "bifurcation/plan.hpp"
 
 namespace crescent::bifurcation {
+
+// The ethtool flow spec of one plan rule (location left 0): TCP_V4_FLOW,
+// ports and masks in network byte order, ring_cookie = queue.
+ethtool_rx_flow_spec ntuple_spec(const SteerRule& r);
 
 class NtupleRules {
 public:

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <map>
 
+#include <arpa/inet.h>
+
+#include "bifurcation/ntuple.hpp"
 #include "bifurcation/plan.hpp"
 
 using namespace crescent::bifurcation;
@@ -275,4 +278,30 @@ TEST_CASE("choose_backend from the driver, overridable") {
     CHECK(parse_backend("ntuple") == Backend::XdpNtuple);
     CHECK(parse_backend("rte_flow") == Backend::RteFlow);
     CHECK(!parse_backend("bogus"));
+}
+
+TEST_CASE("ntuple_spec: network byte order, kernel mask sense, queue") {
+    PlanConfig c = cfg(2);
+    c.listen_ports = {1234};
+    auto plan = Plan::compute(c, nullptr);
+    REQUIRE(plan);
+    for (const SteerRule& r : plan->rules()) {
+        const ethtool_rx_flow_spec fs = ntuple_spec(r);
+        CHECK(fs.flow_type == TCP_V4_FLOW);
+        CHECK(fs.ring_cookie == r.queue);
+        CHECK(ntohs(fs.h_u.tcp_ip4_spec.pdst) == r.dst.value);
+        CHECK(ntohs(fs.m_u.tcp_ip4_spec.pdst) == r.dst.mask);
+        CHECK(ntohs(fs.h_u.tcp_ip4_spec.psrc) == r.src.value);
+        CHECK(ntohs(fs.m_u.tcp_ip4_spec.psrc) == r.src.mask);
+        CHECK(fs.h_u.tcp_ip4_spec.ip4dst == 0);
+        CHECK(fs.m_u.tcp_ip4_spec.ip4dst == 0); // addresses: not compared
+    }
+    const ethtool_rx_flow_spec client = ntuple_spec(plan->rules()[0]);
+    // 61440/0xf800 on the wire: 0xf0 0x00 / 0xf8 0x00.
+    const auto* v = reinterpret_cast<const uint8_t*>(&client.h_u.tcp_ip4_spec.pdst);
+    const auto* m = reinterpret_cast<const uint8_t*>(&client.m_u.tcp_ip4_spec.pdst);
+    CHECK(v[0] == 0xf0);
+    CHECK(v[1] == 0x00);
+    CHECK(m[0] == 0xf8);
+    CHECK(m[1] == 0x00);
 }
