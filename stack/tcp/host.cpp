@@ -160,6 +160,8 @@ struct Host::Impl {
     std::vector<TimerEntry> heap;                       // min-heap on `at`
     std::vector<uint32_t> dirty;
     size_t live = 0;
+    Instant rst_window_start = Instant::from_nanos(INT64_MIN / 2);
+    uint32_t rst_count = 0;
 
     explicit Impl(const HostConfig& c) : cfg(c), map(c.secret[0] ^ rotl(c.secret[1], 17)) {}
 
@@ -281,9 +283,20 @@ struct Host::Impl {
         return i;
     }
 
-    void send_rst_for(Ipv4Addr src, const TcpRepr& seg, size_t len, Actions& out) {
+    void send_rst_for(Ipv4Addr src, const TcpRepr& seg, size_t len, Instant now, Actions& out) {
         OutSegment o;
         if (!reset_for(seg, len, &o.repr)) return;
+        if (cfg.rst_rate_limit != 0) {
+            if (now - rst_window_start >= std::chrono::seconds(1)) {
+                rst_window_start = now;
+                rst_count = 0;
+            }
+            if (rst_count >= cfg.rst_rate_limit) {
+                ++stats.rst_rate_limited;
+                return;
+            }
+            ++rst_count;
+        }
         o.src = cfg.local_ip;
         o.dst = src;
         out.segments.push_back(o);
@@ -339,7 +352,7 @@ struct Host::Impl {
                 ++stats.syn_cookies_bad;
             }
             ++stats.drop_listen_bad;
-            send_rst_for(src, seg, payload.size(), out);
+            send_rst_for(src, seg, payload.size(), now, out);
             return;
         }
         // third: a SYN.
@@ -495,7 +508,7 @@ void Host::on_segment(Ipv4Addr src, Ipv4Addr dst, uint8_t ip_ecn, const TcpRepr&
     if (l == m.listeners.end()) {
         // RFC 9293 §3.10.7.1: no connection — answer with a RST (never to a RST).
         ++m.stats.drop_no_listener;
-        m.send_rst_for(src, seg, payload.size(), out);
+        m.send_rst_for(src, seg, payload.size(), now, out);
         return;
     }
     m.listen_arrives(l->second, src, ip_ecn, seg, payload, now, out);

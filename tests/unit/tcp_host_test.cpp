@@ -420,3 +420,78 @@ TEST_CASE("two Hosts: byte-exact transfer under seeded loss and reordering, each
         }
     }
 }
+
+TEST_CASE("RFC 6191 a new SYN above RCV.NXT reuses a TIME-WAIT 4-tuple", "[tcp][host]") {
+    Pair p;
+    REQUIRE(p.a.listen(7000, 4) == ListenResult::Ok);
+    ConnId cb;
+    REQUIRE(p.b.connect(kA, 7000, 50000, p.now, p.ob, &cb) == ConnectResult::Ok);
+    p.run(p.now + 10ms);
+    auto ca = p.a.accept(7000);
+    REQUIRE(ca);
+    p.a.close(*ca);  // the listener side closes first: TIME-WAIT on a
+    p.run(p.now + 10ms);
+    p.b.close(cb);
+    p.run(p.now + 10ms);
+    REQUIRE(p.a.find(*ca));
+    REQUIRE(p.a.find(*ca)->state() == State::TimeWait);
+    uint32_t rcv_nxt = p.a.find(*ca)->stats().rcv_nxt;
+    Actions out;
+    TcpRepr syn = syn_to(50000, 7000, rcv_nxt + 100000);
+    p.a.on_segment(kB, kA, 0, syn, Slice(), p.now, out);
+    CHECK(p.a.stats().time_wait_reused == 1);
+    REQUIRE(out.segments.size() == 1);
+    CHECK(out.segments[0].repr.flags == (SYN | ACK));
+    auto again = p.a.lookup(kB, 50000, 7000);
+    REQUIRE(again);
+    CHECK(!(*again == *ca));
+    CHECK(p.a.find(*again)->state() == State::SynReceived);
+}
+
+TEST_CASE("RFC 9293 §3.10.1 LISTEN -> CLOSED: unlisten resets pending embryos", "[tcp][host]") {
+    crescent::test::ZbufArenaFixture arena;
+    Host h(host_cfg(kA));
+    REQUIRE(h.listen(80, 4) == ListenResult::Ok);
+    Actions out;
+    Instant now = Instant::from_nanos(1'000'000);
+    h.on_segment(kB, kA, 0, syn_to(4000, 80, 100), Slice(), now, out);
+    CHECK(h.connection_count() == 1);
+    out.clear();
+    h.unlisten(80, now, out);
+    CHECK(h.connection_count() == 0);
+    REQUIRE(out.segments.size() == 1);
+    CHECK(out.segments[0].repr.flags == RST);
+    out.clear();
+    h.on_segment(kB, kA, 0, syn_to(4001, 80, 100), Slice(), now, out);
+    REQUIRE(out.segments.size() == 1);
+    CHECK(out.segments[0].repr.flags == (RST | ACK));  // closed port now
+}
+
+TEST_CASE("Host: RSTs to unknown ports are rate limited when configured", "[tcp][host]") {
+    crescent::test::ZbufArenaFixture arena;
+    HostConfig c = host_cfg(kA);
+    c.rst_rate_limit = 3;
+    Host h(c);
+    Actions out;
+    Instant now = Instant::from_nanos(10'000'000'000);
+    for (int i = 0; i < 10; ++i) h.on_segment(kB, kA, 0, syn_to(uint16_t(4000 + i), 81, 1), Slice(), now, out);
+    CHECK(out.segments.size() == 3);
+    CHECK(h.stats().rst_rate_limited == 7);
+    out.clear();
+    h.on_segment(kB, kA, 0, syn_to(4000, 81, 1), Slice(), now + 1s, out);
+    CHECK(out.segments.size() == 1);
+}
+
+TEST_CASE("Host: backlog without cookies drops SYNs beyond the limit", "[tcp][host]") {
+    crescent::test::ZbufArenaFixture arena;
+    HostConfig c = host_cfg(kA);
+    c.syn_cookies = false;
+    Host h(c);
+    REQUIRE(h.listen(80, 2) == ListenResult::Ok);
+    Actions out;
+    Instant now = Instant::from_nanos(1);
+    for (int i = 0; i < 5; ++i) h.on_segment(kB, kA, 0, syn_to(uint16_t(4000 + i), 80, 1), Slice(), now, out);
+    CHECK(h.connection_count() == 2);
+    CHECK(h.stats().drop_backlog_full == 3);
+    CHECK(out.segments.size() == 2);
+}

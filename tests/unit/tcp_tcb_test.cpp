@@ -737,3 +737,132 @@ TEST_CASE("RFC 3168 §6.1.1 ECN negotiated for DCTCP; data is ECT(0); CE echoed 
     REQUIRE(!t.out.segments.empty());
     CHECK(t.out.segments.back().repr.has(ECE));
 }
+
+TEST_CASE("RFC 3042 limited transmit: one new segment on each of the first two duplicate ACKs", "[tcp][recovery]") {
+    TcbFixture t;
+    establish_mss1000(t, false);
+    uint32_t cwnd = t.tcb->stats().cwnd;
+    REQUIRE(cwnd % 1000 == 0);
+    int n = int(cwnd / 1000);
+    for (int i = 0; i < n; ++i) REQUIRE(t.send(std::string(1000, 'a')) == SendResult::Ok);
+    t.flush();
+    REQUIRE(t.out.segments.size() == size_t(n));  // cwnd full
+    t.clear();
+    REQUIRE(t.send(std::string(3000, 'n')) == SendResult::Ok);
+    t.flush();
+    t.expect_nothing();  // cwnd-limited
+    int64_t next = int64_t(n) * 1000;
+    t.recv(t.seg(ACK, 0, 0));
+    t.expect_sent({{ACK, next, 0, std::string(1000, 'n')}});
+    t.recv(t.seg(ACK, 0, 0));
+    t.expect_sent({{ACK, next + 1000, 0, std::string(1000, 'n')}});
+    t.recv(t.seg(ACK, 0, 0));  // third: fast retransmit of the first segment
+    REQUIRE(!t.out.segments.empty());
+    CHECK(t.out.segments[0].repr.seq == SeqNum(kIss + 1));
+    CHECK(t.tcb->stats().retrans_fast == 1);
+}
+
+TEST_CASE("RFC 3168 §6.1 classic ECN: ECE until CWR, sender reduces once and sets CWR", "[tcp][ecn]") {
+    Config c = TcbFixture::default_config();
+    c.ecn = EcnMode::On;
+    TcbFixture t(c);
+    t.tcb->connect(SeqNum(kIss), t.now, t.out);
+    CHECK(t.out.segments.at(0).repr.flags == (SYN | ECE | CWR));
+    t.clear();
+    t.recv(t.seg(SYN | ACK | ECE, -1, 0));
+    REQUIRE(t.tcb->stats().ecn_ok);
+    t.clear();
+    // Receiver side: CE -> ECE on every ACK until the peer's CWR.
+    t.recv(t.seg(ACK, 0, 0), "a", 3);
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.has(ECE));
+    t.clear();
+    t.recv(t.seg(ACK, 1, 0), "b", 2);
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.has(ECE));
+    t.clear();
+    t.recv(t.seg(ACK | CWR, 2, 0), "c", 2);
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(!t.out.segments[0].repr.has(ECE));
+    t.clear();
+    // Sender side: an ECE on an ACK of new data reduces cwnd once; next data carries CWR.
+    REQUIRE(t.send(std::string(2000, 'x')) == SendResult::Ok);
+    t.flush();
+    t.clear();
+    uint32_t cwnd = t.tcb->stats().cwnd;
+    t.recv(t.seg(ACK | ECE, 3, 1000));
+    CHECK(t.tcb->stats().cwnd < cwnd);
+    uint32_t reduced = t.tcb->stats().cwnd;
+    t.recv(t.seg(ACK | ECE, 3, 2000));  // same window of data: no second reduction
+    CHECK(t.tcb->stats().cwnd >= reduced);
+    t.clear();
+    REQUIRE(t.send("y") == SendResult::Ok);
+    t.flush();
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.has(CWR));
+    CHECK(t.out.segments[0].ip_ecn == 2);
+}
+
+TEST_CASE("RFC 5961 §5.2 an ACK older than SND.UNA - MAX.SND.WND gets a challenge ACK", "[tcp][rfc5961]") {
+    TcbFixture t;
+    t.to_established();
+    t.recv(t.seg(ACK | PSH, 0, -100000), "data");
+    t.expect_sent({{ACK, 0, 0}});
+    CHECK(t.take_readable().empty());
+    CHECK(t.tcb->stats().challenge_acks == 1);
+}
+
+TEST_CASE("RFC 9293 §3.10.7.4 SYN-RECEIVED retransmits the SYN-ACK, then gives up", "[tcp][rto]") {
+    Config c = TcbFixture::default_config();
+    c.syn_retries = 1;
+    TcbFixture t(c);
+    t.to_syn_received();
+    t.advance(1s);
+    t.expect_sent({{SYN | ACK, -1, 0}});
+    t.advance(2s);
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::ConnectTimeout);
+}
+
+TEST_CASE("RFC 9293 §3.10.4 shutdown during the handshake sends FIN once ESTABLISHED", "[tcp][state]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    REQUIRE(t.send("early") == SendResult::Ok);  // queued before the connection is up
+    t.tcb->shutdown_write();
+    t.recv(t.seg(SYN | ACK, -1, 0));
+    CHECK(t.tcb->state() == State::FinWait1);
+    CHECK(t.has_event(EventKind::Connected));
+    t.expect_sent({{ACK | PSH | FIN, 0, 0, "early"}});
+}
+
+TEST_CASE("RFC 9293 §3.10.7.4 eighth: out-of-order FIN waits for the hole", "[tcp][state]") {
+    TcbFixture t;
+    t.to_established();
+    t.recv(t.seg(ACK | FIN, 3, 0), "def");
+    CHECK(t.tcb->state() == State::Established);
+    CHECK(t.take_readable().empty());
+    t.clear();
+    t.recv(t.seg(ACK, 0, 0), "abc");
+    CHECK(t.take_readable() == "abcdef");
+    CHECK(t.tcb->state() == State::CloseWait);
+    CHECK(t.has_event(EventKind::PeerFin));
+    t.expect_sent({{ACK, 0, 7}});
+}
+
+TEST_CASE("RFC 9293 §3.8.6.2.1 sender SWS avoidance holds a tiny segment for a small window", "[tcp][window]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0, 4000);
+    synack.opts.mss = 1460;
+    t.recv(synack);
+    t.clear();
+    REQUIRE(t.send(std::string(4500, 'q')) == SendResult::Ok);
+    t.flush();
+    // The last 1080 bytes of window: < MSS, < max_wnd/2 and not all the data: held.
+    t.expect_sent({{ACK, 0, 0, std::string(1460, 'q')}, {ACK, 1460, 0, std::string(1460, 'q')}});
+    t.recv(t.seg(ACK, 0, 2920, 100));  // everything acked, but only 100 bytes of window
+    t.expect_nothing();
+    // Nothing in flight: the override timeout (persist timer) forces it out.
+    t.advance(t.tcb->stats().rto);
+    t.expect_sent({{ACK, 2920, 0, std::string(100, 'q')}});
+}
