@@ -11,6 +11,8 @@
 
 #include <crescent/log.hpp>
 
+#include "zbuf/dpdk.hpp"
+
 namespace crescent::dev {
 
 namespace {
@@ -35,7 +37,6 @@ std::string Offloads::describe() const {
 }
 
 rte_mempool* create_rx_pool(const std::string& name, uint32_t n, uint16_t data_room, int socket) {
-    // TODO(zbuf): zbuf::dpdk pktmbuf pool whose elements are zbuf objs.
     return rte_pktmbuf_pool_create(name.c_str(), n, std::min<uint32_t>(kPoolCache, n / 2), 0, data_room, socket);
 }
 
@@ -239,7 +240,27 @@ Status Port::open(uint16_t port_id, const PortConfig& cfg, std::unique_ptr<Port>
     for (uint16_t q = 0; q < cfg.queues; q++) {
         auto queue = std::unique_ptr<Queue>(new Queue(port_id, q, &p->offloads_));
         std::string rx_name = fmt::format("cr_rx_{}_{}", port_id, q);
-        queue->rx_pool_ = create_rx_pool(rx_name, rx_pool_n, data_room, socket);
+        if (cfg.rx_arena != nullptr) {
+            // Element = objhdr + rte_mbuf + headroom + frame, rounded up to a power of two.
+            uint32_t need = zbuf::dpdk::MbufPool::kObjHeader + uint32_t(sizeof(rte_mbuf)) + data_room;
+            uint32_t obj = 1024;
+            while (obj < need) obj <<= 1;
+            zbuf::dpdk::PoolConfig zc;
+            zc.name = rx_name;
+            zc.mbufs = rx_pool_n;
+            zc.obj_size = obj;
+            zc.cache_size = std::min<uint32_t>(kPoolCache, rx_pool_n / 2);
+            zc.af_xdp_umem = p->driver_ == "net_af_xdp";
+            std::string zerr;
+            queue->rx_zpool_ = zbuf::dpdk::MbufPool::create(*cfg.rx_arena, zc, &zerr);
+            if (!queue->rx_zpool_)
+                return fail(Errc::NoMemory,
+                            fmt::format("port {}: cannot lay an RX pool of {} x {} B over the zbuf arena: {}",
+                                        p->name_, rx_pool_n, obj, zerr));
+            queue->rx_pool_ = queue->rx_zpool_->mempool();
+        } else {
+            queue->rx_pool_ = create_rx_pool(rx_name, rx_pool_n, data_room, socket);
+        }
         if (queue->rx_pool_ == nullptr)
             return fail(Errc::NoMemory,
                         fmt::format("port {}: cannot create RX pool of {} mbufs ({}): reserve more hugepages "
@@ -272,9 +293,9 @@ Status Port::open(uint16_t port_id, const PortConfig& cfg, std::unique_ptr<Port>
     p->started_ = true;
     if (cfg.promiscuous) rte_eth_promiscuous_enable(port_id);
 
-    log::get("dev")->info("port {} ({}, {}): {} queue pair(s), rings {}/{}, RX pool {} x {} B, MTU {}, {}", port_id,
-                          p->name_, p->driver_, cfg.queues, nb_rx, nb_tx, rx_pool_n, data_room, p->mtu_,
-                          off.describe());
+    log::get("dev")->info("port {} ({}, {}): {} queue pair(s), rings {}/{}, {} RX pool {} x {} B, MTU {}, {}",
+                          port_id, p->name_, p->driver_, cfg.queues, nb_rx, nb_tx,
+                          cfg.rx_arena ? "zbuf" : "plain", rx_pool_n, data_room, p->mtu_, off.describe());
     *out = std::move(p);
     return {};
 }
@@ -288,7 +309,8 @@ Port::~Port() {
     if (configured_) rte_eth_dev_close(port_id_);
     // The device returned its mbufs at close: the pools can go.
     for (auto& q : queues_) {
-        rte_mempool_free(q->rx_pool_);
+        if (q->rx_zpool_) q->rx_zpool_.reset(); // frees its mempool
+        else rte_mempool_free(q->rx_pool_);
         rte_mempool_free(q->tx_pool_);
         q->rx_pool_ = q->tx_pool_ = nullptr;
     }

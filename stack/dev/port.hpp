@@ -2,8 +2,8 @@
 //
 // One RX/TX queue pair per engine: `Queue` is touched only by its engine's
 // thread (share-nothing; checked when CRESCENT_DEBUG_CHECKS). Per queue:
-//   * an RX mbuf pool (zbuf-backed once zbuf/dpdk.hpp lands; see
-//     create_rx_pool) sized several times the RX ring, because net_af_xdp
+//   * an RX mbuf pool (zbuf-backed with PortConfig::rx_arena, plain
+//     otherwise) sized several times the RX ring, because net_af_xdp
 //     keeps its umem fill queue stocked from it (TESTBED.md: 8x);
 //   * a TX pool for header mbufs and for linearized frames;
 //   * a TX batch: tx_enqueue() appends, flush() (once per loop iteration)
@@ -33,6 +33,7 @@
 
 #include "stack/dev/status.hpp"
 #include "stack/wire/wire.hpp"
+#include "zbuf/dpdk.hpp"
 
 namespace crescent::dev {
 
@@ -47,6 +48,11 @@ struct PortConfig {
     bool csum_offload = true;    // use IPv4/TCP checksum offload when the device has it
     bool tso = true;             // use TSO when the device has it
     bool promiscuous = false;
+    // When set, RX pools are zbuf::dpdk::MbufPools over this arena (RX DMA
+    // lands in zbuf objs, zbuf::dpdk::rx_slice turns mbufs into Slices; Luna
+    // §6.2 step 1) — laid out as an af_xdp umem on net_af_xdp. The arena must
+    // outlive the port. nullptr: plain rte_pktmbuf pools.
+    zbuf::Arena* rx_arena = nullptr;
 };
 
 // What the port actually enabled (device capability AND configuration).
@@ -142,6 +148,7 @@ private:
     uint16_t id_;
     const Offloads* offloads_;
     rte_mempool* rx_pool_ = nullptr;
+    std::unique_ptr<zbuf::dpdk::MbufPool> rx_zpool_; // owns rx_pool_ when zbuf-backed
     rte_mempool* tx_pool_ = nullptr;
     // TX batch: pending_ frames in batch_[0, pending_), oldest first.
     std::vector<rte_mbuf*> batch_;
@@ -208,8 +215,7 @@ inline wire::Offload rx_offload(const rte_mbuf* m) {
 wire::CsumMode set_tx_offload(rte_mbuf* m, const Offloads& off, uint8_t l2_len, uint8_t l3_len,
                               uint8_t l4_len, uint16_t tso_segsz, bool* ip_csum_in_sw);
 
-// The RX pool of a queue. One function so that switching to the zbuf-backed
-// pool (zbuf/dpdk.hpp, issue 2) is a one-line change.
+// A plain pktmbuf RX pool (PortConfig::rx_arena == nullptr).
 rte_mempool* create_rx_pool(const std::string& name, uint32_t n, uint16_t data_room, int socket);
 
 } // namespace crescent::dev

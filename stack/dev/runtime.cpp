@@ -577,6 +577,8 @@ Status Runtime::set_steer_ports(std::span<const PortRange> ranges) {
     return {};
 }
 
+void Runtime::close_ports() { ports_.clear(); }
+
 void Runtime::shutdown() {
     ports_.clear(); // stop + close: the PMD deletes its XSKs (and usually the program)
     if (steer_prog_id_ != 0) {

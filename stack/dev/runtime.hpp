@@ -81,6 +81,10 @@ public:
     // Iface mode: the AF_XDP port. Eal mode: the first available port.
     uint16_t default_port() const { return default_port_; }
     std::vector<uint16_t> ports() const; // every available ethdev
+    // Stop and close every opened port now (Port pointers become invalid):
+    // for callers whose RX pools live in a zbuf arena that must go before EAL
+    // (ports -> arena -> Runtime). The destructor does it otherwise.
+    void close_ports();
 
     // Iface mode with steering: rewrite the steered TCP port ranges (no reload).
     Status set_steer_ports(std::span<const PortRange> ranges);

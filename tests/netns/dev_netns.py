@@ -187,7 +187,7 @@ def leftovers(bed):
 
 def scenario_steer(bed):
     port, kport = 61500, 8080
-    p = bed.start_helper("steer", "--iface", bed.va, "--port", str(port), "--seconds", "60")
+    p = bed.start_helper("steer", "--iface", bed.va, "--port", str(port), "--seconds", "60", "--zbuf")
     p.read_until(r"^READY")
     check(bed.xdp_attached(), "steering program attached to the interface while running")
 
@@ -233,8 +233,9 @@ except OSError as e:
                                           f"(client saw {r.stdout.strip()!r})")
     out, rc = p.stop()
     check(rc == 0, f"helper exited 0 after SIGINT (rc={rc})")
-    syn = re.search(rf"RX TCP {re.escape(bed.ip_b)}:\d+ -> {re.escape(bed.ip_a)}:{port} flags=0x02", out)
+    syn = re.search(rf"RX TCP {re.escape(bed.ip_b)}:\d+ -> {re.escape(bed.ip_a)}:{port} flags=0x02 zbuf=(\d)", out)
     check(syn is not None, f"SYN to {bed.ip_a}:{port} arrived on the DPDK RX queue, parsed by stack/wire")
+    check(syn.group(1) == "1", "the SYN's mbuf (zbuf-backed af_xdp RX pool) became a zbuf Slice in place")
     others = [l for l in out.splitlines() if l.startswith("RX OTHER") or
               (l.startswith("RX TCP") and f":{port} " not in l)]
     check(not others, f"nothing else reached DPDK (ARP/ICMP/port {kport} stayed in the kernel): {others}")

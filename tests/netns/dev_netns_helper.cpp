@@ -6,6 +6,8 @@
 //         RX TCP <src>:<sport> -> <dst>:<dport> flags=<hex>   (parsed by stack/wire)
 //         RX OTHER ethertype=0x.... drop=<wire drop reason>
 //       until SIGINT/SIGTERM or S seconds, then the STEER / PORT counters.
+//       --zbuf: RX pool laid over a zbuf arena (af_xdp umem layout); each
+//       frame is also turned into a zbuf Slice (RX ... zbuf=1).
 //   dev_netns_helper tx --iface IF --src-ip A --dst-ip B --dst-mac M --dport U
 //                      [--count N] [--seconds S] [--prefix X] [--files]
 //       Sends N UDP datagrams "crescent-tx <i>" built as a header mbuf chained
@@ -34,6 +36,7 @@
 
 #include "stack/dev/runtime.hpp"
 #include "stack/wire/wire.hpp"
+#include "zbuf/dpdk.hpp"
 
 namespace dev = crescent::dev;
 namespace wire = crescent::wire;
@@ -45,6 +48,7 @@ struct Args {
     uint16_t port = 0, dport = 0;
     unsigned count = 10, seconds = 20;
     bool files = false;
+    bool zbuf = false;
 };
 
 int usage() {
@@ -69,6 +73,7 @@ bool parse_args(int argc, char** argv, Args* a) {
         else if (k == "--prefix") a->prefix = val();
         else if (k == "--eal") a->eal = val();
         else if (k == "--files") a->files = true;
+        else if (k == "--zbuf") a->zbuf = true;
         else return false;
     }
     return true;
@@ -130,13 +135,23 @@ int run_steer(dev::Runtime& rt, dev::Port& port, const Args& a) {
             wire::Frame f;
             wire::Drop d = wire::parse_frame(frame, dev::rx_offload(m), &f);
             if (d == wire::Drop::None) {
-                std::printf("RX TCP %s:%u -> %s:%u flags=0x%02x\n", ip_str(f.ip.src).c_str(), f.tcp.src_port,
-                            ip_str(f.ip.dst).c_str(), f.tcp.dst_port, f.tcp.flags);
+                std::printf("RX TCP %s:%u -> %s:%u flags=0x%02x%s", ip_str(f.ip.src).c_str(), f.tcp.src_port,
+                            ip_str(f.ip.dst).c_str(), f.tcp.dst_port, f.tcp.flags,
+                            a.zbuf ? " zbuf=" : "");
             } else {
                 unsigned et = frame.size() >= 14 ? (unsigned(frame[12]) << 8 | unsigned(frame[13])) : 0;
-                std::printf("RX OTHER ethertype=0x%04x drop=%s\n", et, std::string(wire::drop_name(d)).c_str());
+                std::printf("RX OTHER ethertype=0x%04x drop=%s%s", et, std::string(wire::drop_name(d)).c_str(),
+                            a.zbuf ? " zbuf=" : "");
             }
-            rte_pktmbuf_free(m);
+            if (a.zbuf) {
+                // Zero-copy hand-over: the frame as a Slice of a zbuf obj.
+                crescent::zbuf::Slice s = crescent::zbuf::dpdk::rx_slice(m);
+                std::printf("%d\n", s && s.size() == frame.size() && s.data() == frame.data() ? 1 : 0);
+                if (!s) rte_pktmbuf_free(m);
+            } else {
+                std::printf("\n");
+                rte_pktmbuf_free(m);
+            }
         }
         std::fflush(stdout);
     }
@@ -254,6 +269,18 @@ int main(int argc, char** argv) {
     dev::PortConfig pcfg;
     pcfg.rx_desc = 512;
     pcfg.tx_desc = 512;
+    std::unique_ptr<crescent::zbuf::Arena> arena;
+    if (a.zbuf) {
+        crescent::zbuf::Config zc;
+        zc.bytes = 64u << 20;
+        std::string err;
+        arena = crescent::zbuf::dpdk::create_arena(zc, &err);
+        if (!arena) {
+            std::fprintf(stderr, "dev_netns_helper: zbuf arena: %s\n", err.c_str());
+            return 1;
+        }
+        pcfg.rx_arena = arena.get();
+    }
     dev::Port* port = nullptr;
     if (dev::Status st = rt->open_port(rt->default_port(), pcfg, &port); !st.ok()) {
         std::fprintf(stderr, "%s\n", st.message().c_str());
@@ -261,8 +288,13 @@ int main(int argc, char** argv) {
     }
     dev::LinkStatus link = port->wait_link_up(2000);
     std::printf("LINK up=%d speed=%u\n", int(link.up), link.speed_mbps);
-    if (a.mode == "steer") return run_steer(*rt, *port, a);
-    if (a.mode == "tx") return run_tx(*rt, *port, a);
-    if (a.mode == "start") return 0;
-    return usage();
+    int rc = 2;
+    if (a.mode == "steer") rc = run_steer(*rt, *port, a);
+    else if (a.mode == "tx") rc = run_tx(*rt, *port, a);
+    else if (a.mode == "start") rc = 0;
+    else usage();
+    // Ports (their pools) -> arena -> EAL.
+    rt->close_ports();
+    arena.reset();
+    return rc;
 }
