@@ -1,0 +1,361 @@
+// libFuzzer target for stack/tcp: a Host with a listener and one established
+// connection, driven by a program decoded from the input:
+//
+//   byte 0          configuration (congestion control, SACK, timestamps, delayed ACK)
+//   then ops        0-2  a segment on the established 4-tuple, fields relative to
+//                        the current sequence state (so most land in the window)
+//                   3    a segment from another 4-tuple (SYN flood, stray ACK/RST)
+//                   4    a raw frame from the input, through wire::parse_frame
+//                   5    advance the virtual clock, run timers
+//                   6    application send()
+//                   7    application flush / shutdown / close / abort
+//
+// After every op the invariants are checked (abort on violation): snd.una <=
+// snd.nxt, flight within the send buffer, cwnd > 0, emitted segments within
+// the MSS and the peer window bounds, payload views readable. After the Host
+// is destroyed every zbuf it held must be back (no leak). Every emitted
+// segment is serialised with wire::emit_* and parsed back.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include <crescent/zbuf.hpp>
+
+#include "stack/tcp/host.hpp"
+#include "stack/wire/wire.hpp"
+
+using namespace crescent;
+using namespace crescent::tcp;
+using wire::SeqNum;
+namespace fl = wire::tcp_flags;
+
+namespace {
+
+constexpr wire::Ipv4Addr kUs{0x0a000002}, kPeer{0x0a000001};
+constexpr uint16_t kPort = 80, kPeerPort = 5555;
+
+[[noreturn]] void fail(const char* what) {
+    std::fprintf(stderr, "fuzz_tcb: invariant violated: %s\n", what);
+    std::abort();
+}
+
+class Reader {
+public:
+    Reader(const uint8_t* d, size_t n) : d_(d), n_(n) {}
+    bool more() const { return i_ < n_; }
+    uint8_t u8() { return i_ < n_ ? d_[i_++] : 0; }
+    uint16_t u16() {
+        uint16_t lo = u8();
+        return uint16_t(lo | u8() << 8);
+    }
+    uint32_t u32() {
+        uint32_t lo = u16();
+        return lo | uint32_t(u16()) << 16;
+    }
+    std::span<const uint8_t> take(size_t n) {
+        n = std::min(n, n_ - i_);
+        auto s = std::span(d_ + i_, n);
+        i_ += n;
+        return s;
+    }
+
+private:
+    const uint8_t* d_;
+    size_t n_, i_ = 0;
+};
+
+zbuf::Arena* arena() {
+    static std::unique_ptr<zbuf::Arena> a = [] {
+        zbuf::Config c;
+        c.backing = zbuf::Backing::Anonymous;
+        c.bytes = 64u << 20;
+        std::string err;
+        auto p = zbuf::Arena::create(c, &err);
+        if (!p) {
+            std::fprintf(stderr, "fuzz_tcb: arena: %s\n", err.c_str());
+            std::abort();
+        }
+        return p;
+    }();
+    static zbuf::CoreScope core(0);
+    return a.get();
+}
+
+Slice make_payload(std::span<const uint8_t> bytes, size_t len) {
+    if (len == 0) return Slice();
+    Slice s = arena()->alloc_slice(len);
+    if (!s) return Slice();
+    for (size_t i = 0; i < len; i++) s.data()[i] = std::byte(bytes.empty() ? uint8_t(i) : bytes[i % bytes.size()]);
+    return s;
+}
+
+// The peer's view of the conversation, so crafted segments land near the window.
+struct Peer {
+    SeqNum snd_nxt;      // next sequence number the peer would send
+    SeqNum ack;          // highest sequence of ours the peer has seen (+1)
+    uint32_t tsval = 1000;
+    uint32_t ts_recent = 0;
+};
+
+struct Harness {
+    Host host;
+    Actions out;
+    Instant now = Instant::from_nanos(1'000'000'000);
+    std::optional<ConnId> conn;
+    Peer peer;
+    uint32_t mss = 1460;
+
+    explicit Harness(const HostConfig& hc) : host(hc) {}
+
+    void check_segment(const OutSegment& s) {
+        if (s.view_count > kMaxTxViews) fail("view_count > kMaxTxViews");
+        uint32_t len = 0;
+        std::array<wire::Bytes, kMaxTxViews> views;
+        for (uint8_t i = 0; i < s.view_count; i++) {
+            if (s.views[i].len && !s.views[i].data) fail("null payload view");
+            views[i] = wire::Bytes(s.views[i].data, s.views[i].len);
+            len += s.views[i].len;
+        }
+        if (len > 65535 - 20 - 60) fail("segment payload larger than an IP packet");
+        if (s.src != kUs) fail("segment from a foreign source address");
+        // Serialise with the wire layer and parse it back.
+        wire::Ipv4Repr ip;
+        ip.src = s.src;
+        ip.dst = s.dst;
+        ip.ecn = s.ip_ecn;
+        const size_t tl = wire::tcp_header_len(s.repr);
+        ip.payload_len = uint16_t(tl + len);
+        std::vector<std::byte> buf(wire::kIpv4HeaderLen + tl + len);
+        wire::emit_ipv4(ip, std::span(buf).first(wire::kIpv4HeaderLen));
+        wire::emit_tcp(s.repr, ip, std::span(buf).subspan(wire::kIpv4HeaderLen, tl),
+                       std::span(views.data(), s.view_count));
+        size_t off = wire::kIpv4HeaderLen + tl;
+        for (uint8_t i = 0; i < s.view_count; i++) {
+            std::memcpy(buf.data() + off, views[i].data(), views[i].size()); // ASan: the view is readable
+            off += views[i].size();
+        }
+        wire::Ipv4Repr ip2;
+        size_t tcp_off = 0, data_off = 0;
+        if (wire::parse_ipv4(buf, false, &ip2, &tcp_off) != wire::Drop::None) fail("emitted IPv4 does not parse");
+        wire::TcpRepr t2;
+        if (wire::parse_tcp(std::span(buf).subspan(tcp_off), ip2, false, &t2, &data_off) != wire::Drop::None)
+            fail("emitted TCP does not parse");
+        if (t2.seq != s.repr.seq || t2.flags != s.repr.flags) fail("emitted TCP round trip");
+    }
+
+    // Run the actions: check segments, let the peer learn from them, consume data.
+    void settle() {
+        for (const OutSegment& s : out.segments) {
+            check_segment(s);
+            if (s.dst == kPeer && s.repr.dst_port == kPeerPort) {
+                SeqNum end = s.repr.seq + s.repr.seg_len(s.payload_len());
+                if (peer.ack < end) peer.ack = end;
+                if (s.repr.opts.ts) peer.ts_recent = s.repr.opts.ts->tsval;
+            }
+        }
+        for (Readable& r : out.readable) {
+            uint32_t n = uint32_t(r.data.size());
+            r.data.reset();
+            host.consume(r.conn, n);
+        }
+        for (const Event& e : out.events) {
+            if (e.kind == EventKind::Acceptable)
+                while (auto id = host.accept(e.port))
+                    if (!conn) conn = id;
+            if (e.kind == EventKind::Closed && conn && e.conn == *conn) conn.reset();
+        }
+        out.clear();
+    }
+
+    void check_invariants() {
+        if (!conn) return;
+        const Tcb* t = host.find(*conn);
+        if (!t) return;
+        Stats s = t->stats();
+        if (SeqNum(s.snd_nxt) < SeqNum(s.snd_una)) fail("snd.nxt < snd.una");
+        if (s.bytes_in_flight > (2u << 20) + 2) fail("flight larger than the send buffer");
+        if (s.state != State::Closed && s.state != State::SynSent && s.cwnd == 0) fail("cwnd == 0");
+        if (s.snd_mss == 0 && s.state == State::Established) fail("snd.mss == 0");
+        if (t->send_space() > (2u << 20)) fail("send space beyond the buffer");
+    }
+
+    void segment(const wire::TcpRepr& seg, Slice payload, uint8_t ecn = 0, wire::Ipv4Addr src = kPeer) {
+        host.on_segment(src, kUs, ecn, seg, std::move(payload), now, out);
+        settle();
+        check_invariants();
+    }
+};
+
+void fill_options(Reader& r, wire::TcpRepr& t, Peer& p, uint8_t mask) {
+    if (mask & 1) t.opts.ts = wire::Timestamps{p.tsval += r.u8(), (mask & 0x40) ? r.u32() : p.ts_recent};
+    if (mask & 2) {
+        uint8_t n = uint8_t(1 + r.u8() % wire::kMaxSackBlocks);
+        t.opts.sack_count = n;
+        for (uint8_t i = 0; i < n; i++) {
+            SeqNum l = p.ack - uint32_t(r.u16());
+            t.opts.sack[i] = wire::SackBlock{l, l + uint32_t(r.u16() % 8192)};
+        }
+    }
+    if (mask & 4) t.opts.mss = r.u16();
+    if (mask & 8) t.opts.wscale = uint8_t(r.u8() % 20);
+    if (mask & 16) t.opts.sack_permitted = true;
+}
+
+void run(const uint8_t* data, size_t size) {
+    Reader r(data, size);
+    uint8_t cfgb = r.u8();
+    HostConfig hc;
+    hc.local_ip = kUs;
+    hc.tcp.cc = CcAlgo(cfgb % 3);
+    hc.tcp.sack = !(cfgb & 0x04);
+    hc.tcp.timestamps = !(cfgb & 0x08);
+    hc.tcp.window_scale = !(cfgb & 0x10);
+    hc.tcp.delayed_ack_segments = (cfgb & 0x20) ? 1 : 2;
+    hc.tcp.nagle = cfgb & 0x40;
+    hc.tcp.snd_buf = 2u << 20;
+    hc.tcp.rcv_buf = 256u << 10;
+    hc.tcp.reassembly.max_segments = 32;
+    hc.tcp.reassembly.max_bytes = 64u << 10;
+    hc.secret = {0x1234, 0x5678};
+    Harness h(hc);
+    if (h.host.listen(kPort, 4) != ListenResult::Ok) fail("listen");
+
+    // Handshake: SYN -> SYN-ACK -> ACK, options as configured.
+    const SeqNum peer_iss(r.u32());
+    wire::TcpRepr syn;
+    syn.src_port = kPeerPort;
+    syn.dst_port = kPort;
+    syn.seq = peer_iss;
+    syn.flags = fl::SYN | ((cfgb & 0x80) ? fl::ECE | fl::CWR : 0);
+    syn.window = 65535;
+    syn.opts.mss = 1460;
+    syn.opts.wscale = 7;
+    syn.opts.sack_permitted = true;
+    syn.opts.ts = wire::Timestamps{h.peer.tsval, 0};
+    h.host.on_segment(kPeer, kUs, 0, syn, Slice(), h.now, h.out);
+    std::optional<SeqNum> our_iss;
+    for (const OutSegment& s : h.out.segments)
+        if (s.repr.has(fl::SYN) && s.repr.has(fl::ACK)) our_iss = s.repr.seq;
+    h.settle();
+    if (!our_iss) fail("no SYN-ACK to a SYN on a listening port");
+    h.peer.snd_nxt = peer_iss + 1;
+    h.peer.ack = *our_iss + 1;
+    wire::TcpRepr ack;
+    ack.src_port = kPeerPort;
+    ack.dst_port = kPort;
+    ack.seq = h.peer.snd_nxt;
+    ack.ack = h.peer.ack;
+    ack.flags = fl::ACK;
+    ack.window = 65535;
+    ack.opts.ts = wire::Timestamps{++h.peer.tsval, h.peer.ts_recent};
+    h.segment(ack, Slice());
+    if (!h.conn) fail("handshake did not produce an accepted connection");
+
+    while (r.more()) {
+        uint8_t op = r.u8();
+        switch (op % 8) {
+        case 0:
+        case 1:
+        case 2: {
+            wire::TcpRepr t;
+            t.src_port = kPeerPort;
+            t.dst_port = kPort;
+            uint8_t flags = r.u8();
+            t.flags = (op & 0x80) ? flags : uint8_t(fl::ACK | (flags & (fl::PSH | fl::FIN | fl::ECE | fl::CWR)));
+            int16_t dseq = int16_t(r.u16());
+            int16_t dack = int16_t(r.u16());
+            t.seq = h.peer.snd_nxt + uint32_t(int32_t((op & 0x40) ? dseq : 0));
+            t.ack = h.peer.ack + uint32_t(int32_t((op & 0x20) ? dack : 0));
+            t.window = (op & 0x10) ? r.u16() : 65535;
+            fill_options(r, t, h.peer, r.u8());
+            size_t len = (op & 0x08) ? r.u16() % 9000 : r.u8() % 128;
+            auto bytes = r.take(std::min<size_t>(len, 64));
+            Slice p = make_payload(bytes, len);
+            if (!(op & 0x40) && !t.has(fl::SYN) && !t.has(fl::RST)) h.peer.snd_nxt = t.seq + t.seg_len(p.size());
+            uint8_t ecn = r.u8() & 3;
+            h.segment(t, std::move(p), ecn);
+            break;
+        }
+        case 3: {
+            wire::TcpRepr t;
+            t.src_port = uint16_t(kPeerPort + 1 + r.u8());
+            t.dst_port = (op & 0x80) ? uint16_t(r.u16()) : kPort;
+            t.seq = SeqNum(r.u32());
+            t.ack = SeqNum(r.u32());
+            t.flags = r.u8();
+            t.window = r.u16();
+            fill_options(r, t, h.peer, r.u8());
+            // Decode in a fixed order (function arguments have none).
+            size_t plen = r.u8() % 64;
+            auto bytes = r.take(std::min<size_t>(plen, 8));
+            wire::Ipv4Addr src = (op & 0x40) ? wire::Ipv4Addr{r.u32()} : kPeer;
+            h.segment(t, make_payload(bytes, plen), 0, src);
+            break;
+        }
+        case 4: {
+            auto raw = r.take(r.u16() % 2048);
+            wire::Frame fr;
+            if (raw.empty()) break;
+            std::vector<std::byte> f(raw.size());
+            std::memcpy(f.data(), raw.data(), raw.size());
+            if (wire::parse_frame(f, wire::Offload{true, true}, &fr) != wire::Drop::None) break;
+            if (fr.ip.dst != kUs) break;
+            Slice p = make_payload(std::span(raw).subspan(fr.payload_off, fr.payload_len), fr.payload_len);
+            if (fr.payload_len && !p) break;
+            h.segment(fr.tcp, std::move(p), fr.ip.ecn, fr.ip.src);
+            break;
+        }
+        case 5: {
+            Duration d = (op & 0x80) ? std::chrono::milliseconds(r.u16()) : std::chrono::microseconds(r.u16());
+            h.now += d;
+            if (h.host.next_deadline() <= h.now) {
+                h.host.on_timer(h.now, h.out);
+                h.settle();
+                h.check_invariants();
+            }
+            break;
+        }
+        case 6: {
+            if (!h.conn) break;
+            size_t len = 1 + r.u16() % 20000;
+            Slice s = arena()->alloc_slice(std::min<size_t>(len, 16384));
+            if (!s) break;
+            std::memset(s.data(), 0x5a, s.size());
+            h.host.send(*h.conn, s); // WouldBlock leaves the slice with us: freed here
+            h.host.flush(h.now, h.out);
+            h.settle();
+            h.check_invariants();
+            break;
+        }
+        case 7: {
+            if (!h.conn) break;
+            switch (r.u8() % 4) {
+            case 0: break; // just flush
+            case 1: h.host.shutdown_write(*h.conn); break;
+            case 2: h.host.close(*h.conn); break;
+            case 3: h.host.abort(*h.conn, h.now, h.out); break;
+            }
+            h.host.flush(h.now, h.out);
+            h.settle();
+            h.check_invariants();
+            break;
+        }
+        }
+    }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    zbuf::Arena* a = arena();
+    run(data, size);
+    a->drain_returns();
+    if (a->live() != 0) fail("zbuf leak: objs still live after the Host was destroyed");
+    return 0;
+}
