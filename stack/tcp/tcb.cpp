@@ -212,7 +212,7 @@ void Tcb::accept_cookie(const CookieParams& p, const TcpRepr& ack, Instant now, 
     assert(state_ == State::Closed);
     rcv_.irs = p.irs;
     rcv_.nxt = p.irs + 1;
-    rcv_.adv = rcv_.nxt;
+    rcv_.adv = rcv_.nxt + std::min<uint32_t>(cfg_.rcv_buf, 0xffff);  // what the cookie SYN-ACK offered
     snd_.iss = p.iss;
     snd_.una = p.iss + 1;
     snd_.nxt = p.iss + 1;
@@ -368,7 +368,7 @@ void Tcb::syn_sent_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, In
     last_rx_ = now;
     rcv_.irs = seg.seq;
     rcv_.nxt = seg.seq + 1;
-    rcv_.adv = rcv_.nxt;
+    rcv_.adv = rcv_.nxt + std::min<uint32_t>(rcv_window_bytes(), 0xffff);  // our SYN's (unscaled) window
     negotiate(seg, ip_ecn);
     // RFC 3168 §6.1.1: a SYN-ACK with ECE (and not CWR) accepts our ECN setup SYN.
     ecn_ok_ = wants_ecn() && seg.has(ECE) && !seg.has(CWR);
@@ -1489,6 +1489,9 @@ SendResult Tcb::send(Slice& data) {
 
 void Tcb::flush(Instant now, Actions& out) {
     if (state_ == State::Closed) return;
+    // close() in FIN-WAIT-2 (no `now` there): start the orphan timeout here.
+    if (app_closed_ && state_ == State::FinWait2 && state_at_.is_never() && cfg_.fin_wait2_timeout.count() > 0)
+        state_at_ = now + cfg_.fin_wait2_timeout;
     output(now, out);
     update_deadline();
 }

@@ -866,3 +866,28 @@ TEST_CASE("RFC 9293 §3.8.6.2.1 sender SWS avoidance holds a tiny segment for a 
     t.advance(t.tcb->stats().rto);
     t.expect_sent({{ACK, 2920, 0, std::string(100, 'q')}});
 }
+
+TEST_CASE("orphaned FIN-WAIT-2 after close() times out", "[tcp][state]") {
+    Config c = TcbFixture::default_config();
+    c.fin_wait2_timeout = 30s;
+    TcbFixture t(c);
+    t.to_established();
+    t.tcb->close();
+    t.flush();
+    t.expect_sent({{FIN | ACK, 0, 0}});
+    t.recv(t.seg(ACK, 0, 1));
+    CHECK(t.tcb->state() == State::FinWait2);
+    t.advance(29s);
+    CHECK(t.tcb->state() == State::FinWait2);
+    t.advance(1s);
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::FinWait2Timeout);
+}
+
+TEST_CASE("half-closed FIN-WAIT-2 after shutdown_write() waits for the peer indefinitely", "[tcp][state]") {
+    TcbFixture t;
+    t.to_fin_wait2();
+    t.advance(600s);
+    CHECK(t.tcb->state() == State::FinWait2);
+    t.expect_nothing();
+}
