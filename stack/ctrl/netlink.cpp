@@ -117,7 +117,7 @@ ResolveResult NeighbourResolver::request(Ipv4Addr ip, std::string* error) {
         // exempt from garbage collection.
         rtnl_neigh_set_state(n, NUD_NONE);
         rtnl_neigh_set_flags(n, NTF_USE);
-        err = rtnl_neigh_add(sk_, n, 0); // adds NLM_F_CREATE; waits for the ACK
+        err = rtnl_neigh_add(sk_, n, NLM_F_CREATE); // waits for the ACK
     }
     rtnl_neigh_put(n);
     if (err >= 0) return ResolveResult::Requested;

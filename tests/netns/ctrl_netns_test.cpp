@@ -169,6 +169,13 @@ std::unique_ptr<Netlink> open_or_fail(const std::string& ifname) {
     return nl;
 }
 
+void require_requested(Netlink& nl, Ipv4Addr a) {
+    std::string err;
+    ResolveResult r = nl.request_resolution(a, &err);
+    INFO(err);
+    REQUIRE(r == ResolveResult::Requested);
+}
+
 int g_serial = 0;
 
 } // namespace
@@ -285,9 +292,7 @@ TEST_CASE("netns ctrl: NTF_USE resolution, pending packets, peer MAC change", "[
     REQUIRE(nh.status == NextHopStatus::Unresolved);
     REQUIRE(pending.hold(nh.neighbour, 1, t0, drop) == Held::AskKernel);
     REQUIRE(pending.hold(nh.neighbour, 2, t0, drop) == Held::Queued);
-    std::string err;
-    REQUIRE(nl->request_resolution(nh.neighbour, &err) == ResolveResult::Requested);
-    INFO(err);
+    require_requested(*nl, nh.neighbour);
 
     CHECK(wait_for(*nl, [](const Snapshot& x) {
         return x.next_hop(ip("10.81.0.2")).status == NextHopStatus::Resolved;
@@ -325,7 +330,7 @@ TEST_CASE("netns ctrl: NTF_USE resolution, pending packets, peer MAC change", "[
     nh = nl->snapshot().next_hop(ip("10.81.0.99"));
     REQUIRE(nh.status == NextHopStatus::Unresolved);
     REQUIRE(pending.hold(nh.neighbour, 3, t0, drop) == Held::AskKernel);
-    REQUIRE(nl->request_resolution(nh.neighbour, &err) == ResolveResult::Requested);
+    require_requested(*nl, nh.neighbour);
     events.clear();
     CHECK(wait_for(
         *nl,
@@ -390,8 +395,7 @@ TEST_CASE("netns ctrl: routes added and deleted; next hop through the gateway", 
     NextHop nh = nl->snapshot().next_hop(ip("10.82.0.2"));
     REQUIRE(nh.status == NextHopStatus::Unresolved);
     CHECK(nh.neighbour == ip("10.81.0.2"));
-    std::string err;
-    REQUIRE(nl->request_resolution(nh.neighbour, &err) == ResolveResult::Requested);
+    require_requested(*nl, nh.neighbour);
     CHECK(wait_for(*nl, [](const Snapshot& x) {
         return x.next_hop(ip("10.82.0.2")).status == NextHopStatus::Resolved;
     }));
