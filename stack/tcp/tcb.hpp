@@ -333,12 +333,7 @@ public:
     bool has_pending_output() const;  // a flush() would emit something
 
 private:
-    friend // RFC 9293 §3.10.7.1: the reset answering segment `in` (with `payload_len`
-// bytes) that reached no connection. Returns false when no reset may be sent
-// (the segment is itself a RST).
-bool reset_for(const TcpRepr& in, size_t payload_len, TcpRepr* out);
-
-class TcbTestAccess;
+    friend class TcbTestAccess;
     // Out-of-line slow path: everything the fast-path predicate rejects.
     [[gnu::noinline]] void segment_slow(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now,
                                         Actions& out);
@@ -355,7 +350,6 @@ class TcbTestAccess;
     void on_fin_received(Instant now, Actions& out);
     void ack_received_data(bool in_order_full, bool force_now, Instant now, Actions& out);
     void rtt_sample(Duration r);
-    void update_ts_recent(const TcpRepr& seg, uint32_t len, Instant now);
     void send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out);
     void send_ack(Instant now, Actions& out);
     void send_rst(SeqNum seq, Actions& out);
