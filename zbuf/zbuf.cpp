@@ -41,6 +41,10 @@ namespace crescent::zbuf {
 
 namespace detail {
 Region g_region;
+ArenaHot g_hot;
+// initial-exec: a plain %fs-relative load even inside libcrescent.so (which is
+// linked at start-up, never dlopen'ed).
+__thread unsigned t_core __attribute__((tls_model("initial-exec"))) = kNoCore;
 } // namespace detail
 
 namespace {
@@ -48,9 +52,8 @@ namespace {
 #define CRESCENT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CRESCENT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-// The calling thread's core id (CoreScope). initial-exec: a plain %fs-relative
-// load even inside libcrescent.so (which is linked at start-up, never dlopen'ed).
-__attribute__((tls_model("initial-exec"))) thread_local unsigned t_core = kNoCore;
+using detail::t_core;
+using detail::CoreHot;
 
 // Ids held by a live CoreScope (debug check against two threads sharing an id).
 std::atomic<uint64_t> g_core_ids_in_use{0};
@@ -115,12 +118,8 @@ private:
     alignas(64) uint64_t head_ = 0;             // consumer (owner core)
 };
 
+// The cold part of a core's state (the hot part is detail::CoreHot).
 struct alignas(64) CoreState {
-    // Hot: touched on every alloc/free of this core.
-    ZoneHeader* cur[kMaxClasses] = {}; // zone alloc() pops from, per class
-    Counter live[kMaxClasses];
-    Counter high_water[kMaxClasses];
-    // Colder.
     Counter alloc_failed[kMaxClasses];
     Counter remote_frees;      // frees this core sent to another core's ring
     Counter return_ring_full;  // frees this core had to park on `deferred`
@@ -186,6 +185,7 @@ struct Arena::Impl {
     std::atomic<uint64_t> class_zones[kMaxClasses] = {};
 
     std::unique_ptr<CoreState[]> cores{new CoreState[kMaxCores]};
+    std::unique_ptr<CoreHot[]> hot{new CoreHot[kMaxCores]()};
 
     // Threads without a CoreScope.
     std::atomic<uint64_t> nocore_alloc_failed{0};
@@ -265,9 +265,9 @@ Arena* g_arena = nullptr;
 Arena::Impl* g_impl = nullptr; // == g_arena->impl_, reachable from free functions
 
 // Owner core: put obj `idx` of Slab zone z back on its free stack.
-inline void free_local(ZoneHeader* z, uint32_t idx, CoreState& cs) {
+inline void free_local(ZoneHeader* z, uint32_t idx, CoreHot& h) {
     z->free_stack[z->free_top++] = idx;
-    cs.live[z->size_class].dec();
+    detail::add_live(h, z->size_class, -1);
 }
 
 // Retry the parked remote frees of `cs`; keeps those whose ring is still full.
@@ -318,7 +318,7 @@ void take_orphans(Arena::Impl& im, unsigned me) {
     for (void* p : im.orphans) {
         ZoneHeader* z = zone_of(p);
         if (z->owner_core == me) {
-            free_local(z, z->index_of(p), im.cores[me]);
+            free_local(z, z->index_of(p), im.hot[me]);
             im.nocore_remote_frees.fetch_add(1, std::memory_order_relaxed);
         } else if (!im.cores[z->owner_core].ring.load(std::memory_order_acquire)->push(p))
             im.orphans[kept++] = p;
@@ -337,18 +337,17 @@ void drain(Arena::Impl& im, unsigned me) {
     if (!r) return;
     while (void* p = r->pop()) {
         ZoneHeader* z = zone_of(p);
-        free_local(z, z->index_of(p), cs);
+        free_local(z, z->index_of(p), im.hot[me]);
     }
 }
 
-inline std::byte* pop_obj(ZoneHeader* z, CoreState& cs, unsigned cls) {
+// Same as the inline path of Arena::alloc.
+inline std::byte* pop_obj(ZoneHeader* z, CoreHot& h, unsigned cls) {
     uint32_t idx = z->free_stack[--z->free_top];
     // owner_hint needs no store: a Slab zone's objs are only ever handed out
     // by its owner, and format() wrote the owner into every ctx.
     z->ctx()[idx].refcnt.store(1, std::memory_order_relaxed);
-    uint64_t l = cs.live[cls].get() + 1;
-    cs.live[cls].set(l);
-    if (l > cs.high_water[cls].get()) cs.high_water[cls].set(l);
+    detail::add_live(h, cls, 1);
     return z->obj(idx);
 }
 
@@ -392,8 +391,8 @@ void unref_slow(ZoneHeader* z, uint32_t idx, ObjCtx& c) {
         z->release(z, idx);
         return;
     }
-    if (CRESCENT_LIKELY(z->owner_core == me)) {
-        free_local(z, idx, g_impl->cores[me]);
+    if (z->owner_core == me) { // (unref's inline path normally does this)
+        free_local(z, idx, g_impl->hot[me]);
         return;
     }
     remote_free(*g_impl, z->obj(idx), z->owner_core, me);
@@ -492,6 +491,9 @@ std::unique_ptr<Arena> Arena::create(const Config& cfg, std::string* err) {
     std::unique_ptr<Arena> a(new Arena(std::move(im)));
     g_arena = a.get();
     g_impl = a->impl_.get();
+    for (unsigned i = 0; i < g_impl->nclasses; ++i) detail::g_hot.class_size[i] = g_impl->classes[i];
+    detail::g_hot.cores = g_impl->hot.get();
+    detail::g_hot.nclasses = g_impl->nclasses;
     detail::g_region = {reinterpret_cast<uintptr_t>(g_impl->base),
                         reinterpret_cast<uintptr_t>(g_impl->base) + len};
     return a;
@@ -513,6 +515,9 @@ std::unique_ptr<Arena> Arena::create(const Config& cfg, ExternalMemory mem, std:
     std::unique_ptr<Arena> a(new Arena(std::move(im)));
     g_arena = a.get();
     g_impl = a->impl_.get();
+    for (unsigned i = 0; i < g_impl->nclasses; ++i) detail::g_hot.class_size[i] = g_impl->classes[i];
+    detail::g_hot.cores = g_impl->hot.get();
+    detail::g_hot.nclasses = g_impl->nclasses;
     detail::g_region = {va, va + len};
     return a;
 }
@@ -527,21 +532,9 @@ Arena::~Arena() {
     if (impl_->map_addr) munmap(impl_->map_addr, impl_->map_len);
     if (impl_->backing == Backing::External && impl_->ext.free) impl_->ext.free(impl_->ext.arg);
     detail::g_region = {};
+    detail::g_hot = {};
     g_arena = nullptr;
     g_impl = nullptr;
-}
-
-Zbuf Arena::alloc(size_t size) {
-    Impl& im = *impl_;
-    unsigned core = t_core;
-    unsigned cls = 0;
-    while (cls < im.nclasses && size > im.classes[cls]) ++cls;
-    if (CRESCENT_LIKELY(cls < im.nclasses && core < kMaxCores)) {
-        CoreState& cs = im.cores[core];
-        ZoneHeader* z = cs.cur[cls];
-        if (CRESCENT_LIKELY(z != nullptr && z->free_top != 0)) return Zbuf(pop_obj(z, cs, cls));
-    }
-    return alloc_slow(size);
 }
 
 // Everything alloc() does not do inline: misses of the current zone, a fresh
@@ -564,9 +557,10 @@ Zbuf Arena::alloc(size_t size) {
         return {};
     }
     CoreState& cs = im.cores[core];
+    CoreHot& h = im.hot[core];
     // 1. Frees other cores sent back.
     drain(im, core);
-    ZoneHeader* z = cs.cur[cls];
+    ZoneHeader* z = h.cur[cls];
     if (!z || z->free_top == 0) {
         // 2. Another zone of ours with free objs, 3. a fresh zone.
         z = nullptr;
@@ -577,9 +571,9 @@ Zbuf Arena::alloc(size_t size) {
             cs.alloc_failed[cls].inc();
             return {};
         }
-        cs.cur[cls] = z;
+        h.cur[cls] = z;
     }
-    return Zbuf(pop_obj(z, cs, cls));
+    return Zbuf(pop_obj(z, h, cls));
 }
 
 ZoneHeader* Arena::take_zone(uint32_t obj_size, ZoneKind kind, ReleaseFn release, void* release_arg) {
@@ -598,7 +592,7 @@ ZoneHeader* Arena::take_zones(uint32_t count, uint32_t obj_size, ZoneKind kind, 
         // Integration zones belong to no core and no size class; Slab zones
         // taken this way are freed through the return ring of no one, so only
         // Mempool zones make sense for integrations.
-        impl_->format(z, first_index + i, obj_size, uint16_t(kMaxClasses), uint16_t(kNoCore), kind,
+        impl_->format(z, first_index + i, obj_size, uint16_t(kMaxClasses), uint16_t(kNoOwner), kind,
                       release, release_arg);
     }
     return first;
@@ -634,10 +628,11 @@ Stats Arena::stats() const {
         const CoreState& core = im.cores[k];
         for (unsigned c = 0; c < im.nclasses; ++c) {
             ClassStats& cs = s.classes[c];
-            uint64_t l = core.live[c].get();
+            const CoreHot& hot = im.hot[k];
+            uint64_t l = hot.live[c].load(std::memory_order_relaxed);
             cs.live += l;
             cs.live_per_core[k] = l;
-            cs.high_water += core.high_water[c].get();
+            cs.high_water += hot.high_water[c].load(std::memory_order_relaxed);
             cs.alloc_failed += core.alloc_failed[c].get();
         }
         s.remote_frees += core.remote_frees.get();

@@ -51,6 +51,7 @@ inline constexpr uint64_t kZoneMagic = 0x7a6275665a4f4e45ull; // "zbufZONE"
 inline constexpr uint64_t kBadIova = ~uint64_t{0};
 inline constexpr unsigned kMaxCores = 64;
 inline constexpr unsigned kNoCore = 0xffff;
+inline constexpr unsigned kNoOwner = 0xfffe; // owner_core of integration (Mempool) zones
 inline constexpr unsigned kMaxClasses = 8;
 // index_of() for sizes that are not a power of two: off * div_magic >> 42 with
 // div_magic = ceil(2^42 / obj_size) is exact for every off < 2 MiB.
@@ -129,6 +130,30 @@ void check_pointer(const void* p, const char* op);
 // an RX mbuf turned into a Slice): counted in Stats::external_live until the
 // last unref releases it.
 void note_external_acquire();
+
+// The hot per-core state that the inline alloc/free paths touch. Written only
+// by its core (relaxed load+store: plain moves), read by Arena::stats().
+struct alignas(64) CoreHot {
+    ZoneHeader* cur[kMaxClasses];                  // Slab zone alloc() pops from, per class
+    std::atomic<uint64_t> live[kMaxClasses];       // objs of this core's zones held now
+    std::atomic<uint64_t> high_water[kMaxClasses]; // max of live
+};
+struct ArenaHot {
+    uint32_t class_size[kMaxClasses]; // ascending
+    uint32_t nclasses;                // 0 without an arena
+    CoreHot* cores;                   // kMaxCores entries
+};
+extern ArenaHot g_hot;
+// The calling thread's core id (CoreScope), kNoCore if none. __thread rather
+// than thread_local: no TLS wrapper call; initial-exec: one %fs-relative load.
+extern __thread unsigned t_core __attribute__((tls_model("initial-exec")));
+
+inline void add_live(CoreHot& h, unsigned cls, int64_t d) {
+    uint64_t l = h.live[cls].load(std::memory_order_relaxed) + uint64_t(d);
+    h.live[cls].store(l, std::memory_order_relaxed);
+    if (d > 0 && l > h.high_water[cls].load(std::memory_order_relaxed))
+        h.high_water[cls].store(l, std::memory_order_relaxed);
+}
 } // namespace detail
 
 inline bool contains(const void* p) {
@@ -177,8 +202,19 @@ inline void unref(const void* p) {
     // locked instruction (acquire pairs with the release of the other holders'
     // earlier decrements).
     if (c.refcnt.load(std::memory_order_acquire) == 1 ||
-        c.refcnt.fetch_sub(1, std::memory_order_acq_rel) == 1)
-        detail::unref_slow(z, idx, c);
+        c.refcnt.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        unsigned me = detail::t_core;
+        if (z->owner_core == me) {
+            // A Slab zone of the calling core (integration zones have
+            // kNoOwner, threads without a core kNoCore): back on its free
+            // stack, no atomics.
+            c.refcnt.store(0, std::memory_order_relaxed);
+            z->free_stack[z->free_top++] = idx;
+            detail::add_live(detail::g_hot.cores[me], z->size_class, -1);
+        } else {
+            detail::unref_slow(z, idx, c);
+        }
+    }
 }
 
 // --- owning handles ---------------------------------------------------------
@@ -331,7 +367,24 @@ public:
 
     // Smallest size class that fits `size`, from the calling core's zones.
     // Empty handle when size is too large or the memory is exhausted (counted).
-    Zbuf alloc(size_t size);
+    // Inline fast path: pop the current zone's free stack (no atomics, no locks).
+    Zbuf alloc(size_t size) {
+        const detail::ArenaHot& a = detail::g_hot;
+        unsigned core = detail::t_core;
+        unsigned cls = 0;
+        while (cls < a.nclasses && size > a.class_size[cls]) ++cls;
+        if (__builtin_expect(cls < a.nclasses && core < kMaxCores, 1)) {
+            detail::CoreHot& h = a.cores[core];
+            ZoneHeader* z = h.cur[cls];
+            if (__builtin_expect(z != nullptr && z->free_top != 0, 1)) {
+                uint32_t idx = z->free_stack[--z->free_top];
+                z->ctx()[idx].refcnt.store(1, std::memory_order_relaxed);
+                detail::add_live(h, cls, 1);
+                return Zbuf(z->obj(idx));
+            }
+        }
+        return alloc_slow(size);
+    }
     Slice alloc_slice(size_t size) {
         Zbuf z = alloc(size);
         return z ? Slice(std::move(z), 0, size) : Slice();
