@@ -10,8 +10,9 @@
 //                   next one cleans them through the registry; a live plan
 //                   refuses an overlapping one from another process.
 //   ntuple_veth     ethtool ntuple rules on a veth: a clean "not supported".
-//   rte_flow_refuse DPDK TAP PMD: a plan the device cannot honour fails cleanly
-//                   (no flow left behind), or is reported rule by rule (skip).
+//   rte_flow_refuse DPDK TAP PMD: the backend chosen from the driver is rte_flow;
+//                   a plan the device cannot honour fails cleanly (no flow left
+//                   behind), or is reported rule by rule (skip).
 //   rte_flow_steer  DPDK TAP PMD, 2 queues, isolated: a 2-engine plan's rules are
 //                   created, SYNs to each engine's sub-range arrive on its queue,
 //                   SYNs to other ports reach no DPDK queue. Needs TC flower,
@@ -53,6 +54,7 @@
 #include "bifurcation/plan.hpp"
 #include "bifurcation/rte_flow.hpp"
 #include "bifurcation/session.hpp"
+#include "bifurcation/steering.hpp"
 
 using namespace crescent::bifurcation;
 
@@ -465,7 +467,14 @@ bool kernel_has_tc_for_tap(std::string* missing) {
 int mode_rte_flow_refuse() {
     if (!own_netns()) return 1;
     Eal eal;
-    if (!eal.init() || !eal.start(true)) return 1;
+    if (!eal.init()) return 1;
+    // Backend selection from the device, before configure (isolated mode).
+    Steering steer = Steering::prepare(eal.port, kQueues);
+    EXPECT(steer.driver() == "net_tap", "driver %s", steer.driver().c_str());
+    EXPECT(steer.backend() == Backend::RteFlow, "backend %s",
+           std::string(backend_name(steer.backend())).c_str());
+    std::printf("%s (isolated: %s)\n", steer.reason().c_str(), steer.isolated() ? "yes" : "no");
+    if (!eal.start(false)) return 1;
 
     // Two engines behind a listening port: the src low-bit mask (1 bit, 32768
     // ports) can be neither matched by TC flower nor expanded: refused.
@@ -499,6 +508,13 @@ int mode_rte_flow_refuse() {
         std::string derr;
         EXPECT(rules.destroy(&derr) == 0, "destroy: %s", derr.c_str());
         EXPECT(rules.flow_count() == 0, "flows left after destroy");
+    }
+    {
+        std::string err;
+        EXPECT(steer.install(plan, nullptr, FlowOptions{}, &err) < 0,
+               "Steering installed a plan the device cannot honour");
+        EXPECT(err.find("cannot be honoured") != std::string::npos, "message: %s", err.c_str());
+        EXPECT(steer.flows().flow_count() == 0, "flows left after a failed install");
     }
     return 0;
 }
