@@ -300,7 +300,8 @@ std::string default_cores(unsigned n, std::string* err) {
     unsigned got = 0;
     for (int c = 0; c < CPU_SETSIZE && got < n; c++) {
         if (!CPU_ISSET(c, &set)) continue;
-        list += (got ? "," : "") + std::to_string(c);
+        if (got) list += ',';
+        list += std::to_string(c);
         got++;
     }
     if (got < n) {
