@@ -891,3 +891,45 @@ TEST_CASE("half-closed FIN-WAIT-2 after shutdown_write() waits for the peer inde
     CHECK(t.tcb->state() == State::FinWait2);
     t.expect_nothing();
 }
+
+TEST_CASE("RFC 9293 §3.10.5 ABORT in SYN-SENT closes without a RST", "[tcp][state]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    t.tcb->abort(t.now, t.out);
+    t.expect_nothing();
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::AbortedLocally);
+    CHECK(t.tcb->next_deadline() == Instant::never());
+}
+
+TEST_CASE("RFC 9293 §3.10.4 CLOSE in SYN-RECEIVED: FIN-WAIT-1 once the SYN is acknowledged", "[tcp][state]") {
+    TcbFixture t;
+    t.to_syn_received();
+    t.tcb->close();
+    t.flush();
+    t.expect_nothing();  // nothing before the handshake completes
+    t.recv(t.seg(ACK, 0, 0));
+    CHECK(t.tcb->state() == State::FinWait1);
+    t.expect_sent({{FIN | ACK, 0, 0}});
+    t.recv(t.seg(ACK, 0, 1));
+    CHECK(t.tcb->state() == State::FinWait2);
+}
+
+TEST_CASE("RFC 9293 §3.4 sequence numbers wrap around 2^32", "[tcp][data]") {
+    // A peer whose ISS is just below 2^32: its data crosses the wrap.
+    TcbFixture t;
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0);
+    synack.seq = SeqNum(0xfffffff0u);
+    t.recv(synack);
+    REQUIRE(t.tcb->state() == State::Established);
+    t.clear();
+    TcpRepr d = synack;
+    d.flags = ACK;
+    d.seq = SeqNum(0xfffffff1u);
+    t.recv(d, std::string(40, 'w'));
+    CHECK(t.take_readable() == std::string(40, 'w'));
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.ack == SeqNum(0xfffffff1u + 40));
+    CHECK(t.tcb->stats().rcv_nxt == 0x19u);
+}
