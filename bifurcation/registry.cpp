@@ -285,10 +285,6 @@ std::optional<Registry> Registry::claim(const std::string& dir, const std::strin
             ::unlink(path.c_str());
             continue;
         }
-        if (e->pid == mine.pid) { // our own leftover (e.g. a second claim): replace
-            ::unlink(path.c_str());
-            continue;
-        }
         if (!process_alive(e->pid, e->start_time)) {
             lg->warn("registry {}: process {} (\"{}\") is gone; cleaning up what it left "
                      "(reserved ports \"{}\")",
@@ -327,7 +323,9 @@ Registry::Registry(Registry&& o) noexcept : dir_(std::move(o.dir_)), entry_(std:
 
 Registry::~Registry() { release(); }
 
-std::string Registry::entry_path() const { return fmt::format("{}/{}.entry", dir_, entry_.pid); }
+std::string Registry::entry_path() const {
+    return fmt::format("{}/{}-{}.entry", dir_, entry_.pid, entry_.slot);
+}
 
 bool Registry::update(const RegistryEntry& e, std::string* err) {
     if (dir_.empty()) {

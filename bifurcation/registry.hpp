@@ -7,7 +7,7 @@
 // namespace is part of the key):
 //
 //   .lock            flock()ed while an entry is claimed / released
-//   <pid>.entry      one file per live process ("key value" lines, see below)
+//   <pid>-<slot>.entry  one file per live plan ("key value" lines, see below)
 //
 // claim() takes the lock, removes the entries of dead processes (a pid that no
 // longer exists, or exists with another start time: pid reuse) after handing

@@ -13,6 +13,7 @@
 
 #include "bifurcation/registry.hpp"
 #include "bifurcation/reserved_ports.hpp"
+#include "bifurcation/session.hpp"
 
 using namespace crescent::bifurcation;
 namespace fs = std::filesystem;
@@ -223,7 +224,7 @@ TEST_CASE("Registry refuses overlapping plans with a clear message") {
     {
         auto reg = Registry::claim(dir, "veth0", mine, nullptr, &err);
         REQUIRE(reg);
-        CHECK(fs::exists(fs::path(dir) / (std::to_string(::getpid()) + ".entry")));
+        CHECK(fs::exists(fs::path(dir) / (std::to_string(::getpid()) + "-0.entry")));
         CHECK(Registry::list(dir).size() == 2);
         RegistryEntry upd = reg->entry();
         upd.reserved_added = "63488-65535";
@@ -233,7 +234,7 @@ TEST_CASE("Registry refuses overlapping plans with a clear message") {
             if (e.pid == ::getpid()) found = e.reserved_added == "63488-65535";
         CHECK(found);
     }
-    CHECK(!fs::exists(fs::path(dir) / (std::to_string(::getpid()) + ".entry")));
+    CHECK(!fs::exists(fs::path(dir) / (std::to_string(::getpid()) + "-0.entry")));
     CHECK(Registry::list(dir).size() == 1);
 }
 
@@ -278,4 +279,57 @@ TEST_CASE("Registry cleans the entries of dead processes and undoes their reserv
     const auto left = Registry::list(dir);
     REQUIRE(left.size() == 1);
     CHECK(left[0].pid == ::getpid());
+}
+
+TEST_CASE("Session: reserve, record, refuse a second overlapping session, restore") {
+    TempDir tmp;
+    const std::string sysctl = tmp.path / "ip_local_reserved_ports";
+    put(sysctl, "22\n");
+    PlanConfig c;
+    c.ifname = "veth0";
+    c.app_name = "one";
+    c.app_slots = 2;
+    c.engines = 2;
+    c.listen_ports = {80};
+    auto plan = Plan::compute(c, nullptr);
+    REQUIRE(plan);
+    SessionOptions opt;
+    opt.registry_dir = tmp.path / "reg" / "veth0";
+    opt.sysctl_path = sysctl;
+    std::string err;
+    {
+        auto s = Session::open(*plan, opt, &err);
+        REQUIRE(s);
+        CHECK(slurp(sysctl) == "22,61440-63487\n");
+        CHECK(s->registry().entry().reserved_added == "61440-63487");
+        REQUIRE(s->record("ntuple_locs", "7,8", &err));
+        const auto entries = Registry::list(opt.registry_dir);
+        REQUIRE(entries.size() == 1);
+        CHECK(entries[0].extra.at("ntuple_locs") == "7,8");
+        CHECK(entries[0].reserved_path == sysctl);
+        // A second, overlapping session (same process here) is refused and
+        // leaves the first one's entry and ports alone.
+        auto second = Session::open(*plan, opt, &err);
+        CHECK(!second);
+        CHECK_THAT(err, Catch::Contains("overlaps application \"one\""));
+        CHECK(Registry::list(opt.registry_dir).size() == 1);
+        CHECK(slurp(sysctl) == "22,61440-63487\n");
+        // Slot 1 with another listen port is fine next to it.
+        PlanConfig c1 = c;
+        c1.app_slot = 1;
+        c1.app_name = "two";
+        c1.listen_ports = {81};
+        auto plan1 = Plan::compute(c1, nullptr);
+        REQUIRE(plan1);
+        {
+            auto third = Session::open(*plan1, opt, &err);
+            REQUIRE(third);
+            CHECK(slurp(sysctl) == "22,61440-65535\n");
+            CHECK(Registry::list(opt.registry_dir).size() == 2);
+        }
+        CHECK(slurp(sysctl) == "22,61440-63487\n");
+        CHECK(Registry::list(opt.registry_dir).size() == 1);
+    }
+    CHECK(slurp(sysctl) == "22\n");
+    CHECK(Registry::list(opt.registry_dir).empty());
 }
