@@ -446,9 +446,7 @@ TEST_CASE("drop reasons: IPv4", "[wire][drop]")
     }
     SECTION("IHL beyond the packet") {
         ByteVec f(good.begin(), good.begin() + kIpOff + 20);
-        f[kIpOff] = std::byte(0x46);
-        fix_ip_csum(f, kIpOff - 0); // the checksum cannot even be read: still truncated
-        f[kIpOff] = std::byte(0x46);
+        f[kIpOff] = std::byte(0x46); // 24-byte header in a 20-byte packet
         CHECK(parse(f) == Drop::IpTruncated);
     }
     SECTION("version != 4") {
@@ -584,7 +582,6 @@ TEST_CASE("every drop reason has a distinct name", "[wire][drop]")
 TEST_CASE("the parsers never read past the buffer (every truncation of valid frames)", "[wire][drop]")
 {
     // Under ASan any out-of-bounds read aborts; each prefix is its own allocation.
-    TcpOptions all;
     Frame fr = base_frame();
     fr.tcp.opts.mss = 1460;
     fr.tcp.opts.wscale = 7;
