@@ -193,7 +193,7 @@ struct Arena::Impl {
     std::atomic<uint64_t> nocore_remote_frees{0};
     std::atomic<uint64_t> nocore_ring_full{0};
     std::atomic<int64_t> nocore_external{0};
-    std::mutex orphan_mu;          // rare: unregistered thread met a full ring
+    mutable std::mutex orphan_mu;  // rare: unregistered thread met a full ring
     std::vector<void*> orphans;    // guarded by orphan_mu
     std::atomic<bool> have_orphans{false};
 
@@ -641,6 +641,10 @@ Stats Arena::stats() const {
         ext += int64_t(core.external_acquired.get() - core.external_released.get());
     }
     s.external_live = uint64_t(std::max<int64_t>(ext, 0));
+    if (im.have_orphans.load(std::memory_order_acquire)) {
+        std::lock_guard lk(im.orphan_mu);
+        s.deferred += im.orphans.size();
+    }
     return s;
 }
 
