@@ -170,10 +170,6 @@ std::optional<SeqNum> Reassembly::fin_seq() const {
     return std::nullopt;
 }
 
-bool Reassembly::empty() const { return segs_.empty() && !has_fin_; }
-uint32_t Reassembly::segments() const { return uint32_t(segs_.size()); }
-uint32_t Reassembly::bytes() const { return bytes_; }
-
 void Reassembly::clear() {
     segs_.clear();
     bytes_ = 0;

@@ -44,9 +44,10 @@ public:
     // (RFC 2018 §4). Returns the number written.
     size_t sack_blocks(std::span<SackBlock> out) const;
 
-    bool empty() const;
-    uint32_t segments() const;
-    uint32_t bytes() const;
+    // Inline: the receive fast path asks on every segment.
+    bool empty() const { return segs_.empty() && !has_fin_; }
+    uint32_t segments() const { return uint32_t(segs_.size()); }
+    uint32_t bytes() const { return bytes_; }
     void clear();
 
     // The sequence number of a queued FIN (the byte after the last data), if any.
