@@ -444,6 +444,15 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
     uint32_t len = uint32_t(payload.size());
     uint32_t seg_len = seg.seg_len(len);
 
+    // A retransmitted SYN in SYN-RECEIVED means our SYN-ACK was lost: answer
+    // it at once rather than after the RTO (as Linux does). Karn: no timing.
+    if (state_ == State::SynReceived && seg.has(SYN) && !seg.has(ACK) && !seg.has(RST) && seg.seq == rcv_.irs) {
+        ++st_.retrans_timeout;
+        send_syn(true, now, out);
+        rtt_timing_ = false;
+        return;
+    }
+
     // RFC 7323 §5.3 R1: PAWS before the sequence check (not for RST, R1 note).
     if (ts_ok_ && seg.opts.ts && !seg.has(RST)) {
         if (int32_t(seg.opts.ts->tsval - ts_recent_) < 0 && now - ts_recent_age_ < kPawsIdle) {

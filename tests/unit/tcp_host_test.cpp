@@ -495,3 +495,47 @@ TEST_CASE("Host: backlog without cookies drops SYNs beyond the limit", "[tcp][ho
     CHECK(h.stats().drop_backlog_full == 3);
     CHECK(out.segments.size() == 2);
 }
+
+TEST_CASE("RFC 4987 SYN cookies carry wscale/SACK/ECN through the timestamp echo", "[tcp][host][syncookie]") {
+    crescent::test::ZbufArenaFixture arena;
+    HostConfig c = host_cfg(kA);
+    c.tcp.rcv_buf = 1u << 20;
+    Host h(c);
+    REQUIRE(h.listen(80, 1) == ListenResult::Ok);
+    Actions out;
+    Instant now = Instant::from_nanos(3'000'000'000);
+    h.on_segment(kB, kA, 0, syn_to(4000, 80, 100), Slice(), now, out);  // fills the backlog
+    out.clear();
+    TcpRepr syn = syn_to(4001, 80, 9000);
+    syn.opts.mss = 1200;
+    syn.opts.wscale = 7;
+    syn.opts.sack_permitted = true;
+    syn.opts.ts = wire::Timestamps{555, 0};
+    h.on_segment(kB, kA, 0, syn, Slice(), now, out);
+    REQUIRE(out.segments.size() == 1);
+    TcpRepr synack = out.segments[0].repr;
+    REQUIRE(synack.opts.ts);
+    CHECK(synack.opts.ts->tsecr == 555);
+    CHECK(synack.opts.sack_permitted);
+    CHECK(synack.opts.wscale == 5);  // ours for a 1 MiB buffer
+    out.clear();
+    TcpRepr ack;
+    ack.src_port = 4001;
+    ack.dst_port = 80;
+    ack.seq = SeqNum(9001);
+    ack.ack = synack.seq + 1;
+    ack.flags = ACK;
+    ack.window = 100;
+    ack.opts.ts = wire::Timestamps{556, synack.opts.ts->tsval};
+    h.on_segment(kB, kA, 0, ack, Slice(), now + 1ms, out);
+    auto id = h.lookup(kB, 4001, 80);
+    REQUIRE(id);
+    auto st = h.find(*id)->stats();
+    CHECK(st.state == State::Established);
+    CHECK(st.sack_ok);
+    CHECK(st.ts_ok);
+    CHECK(st.snd_wscale == 7);
+    CHECK(st.rcv_wscale == 5);
+    CHECK(st.snd_wnd == 100u << 7);
+    CHECK(st.snd_mss == 1200 - 12);
+}

@@ -933,3 +933,21 @@ TEST_CASE("RFC 9293 §3.4 sequence numbers wrap around 2^32", "[tcp][data]") {
     CHECK(t.out.segments[0].repr.ack == SeqNum(0xfffffff1u + 40));
     CHECK(t.tcb->stats().rcv_nxt == 0x19u);
 }
+
+TEST_CASE("SYN-RECEIVED answers a retransmitted SYN with the SYN-ACK at once", "[tcp][state]") {
+    TcbFixture t;
+    t.to_syn_received();
+    t.recv(t.seg(SYN, -1, 0));
+    t.expect_sent({{SYN | ACK, -1, 0}});
+    CHECK(t.tcb->state() == State::SynReceived);
+    t.recv(t.seg(ACK, 0, 0));
+    CHECK(t.tcb->state() == State::Established);
+}
+
+TEST_CASE("ESTABLISHED answers a retransmitted SYN-ACK (our ACK was lost) with an ACK", "[tcp][state]") {
+    TcbFixture t;
+    t.to_established();
+    t.recv(t.seg(SYN | ACK, -1, 0));
+    t.expect_sent({{ACK, 0, 0}});
+    CHECK(t.tcb->state() == State::Established);
+}
