@@ -91,7 +91,9 @@ public:
     SendResult send(ConnId c, Slice&& data) { return send(c, data); }
     void consume(ConnId c, uint32_t bytes);
     void shutdown_write(ConnId c);
-    void close(ConnId c);   // the handle stays valid until the Closed event
+    // The handle stays valid until the TCB is freed: at CLOSED, or when TIME-WAIT
+    // ends (after the Closed event); then find() returns nullptr and calls are no-ops.
+    void close(ConnId c);
     void abort(ConnId c, Instant now, Actions& out);
     // Emit output of every connection touched by send/consume/close since the last flush.
     void flush(Instant now, Actions& out);

@@ -146,7 +146,9 @@ enum class EventKind : uint8_t {
     PeerFin,      // the peer closed its direction: no more readable data (EOF)
     Acked,        // `bytes` of sent data acknowledged; their send-queue references are dropped
     Writable,     // send buffer space after a refused send() (edge-triggered)
-    Closed,       // the connection is over for the application; `reason` says why
+    Closed,       // the connection is over for the application; `reason` says why. Emitted
+                  // once: on CLOSED, or on entering TIME-WAIT (reason Normal; the 2*MSL
+                  // wait then ends silently)
     Acceptable,   // Host only: a listener on `port` has a connection in its accept queue
 };
 

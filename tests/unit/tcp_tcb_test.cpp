@@ -951,3 +951,27 @@ TEST_CASE("ESTABLISHED answers a retransmitted SYN-ACK (our ACK was lost) with a
     t.expect_sent({{ACK, 0, 0}});
     CHECK(t.tcb->state() == State::Established);
 }
+
+TEST_CASE("RFC 9293 §3.10.7.4 reassembly queue limits bound out-of-order memory", "[tcp][security]") {
+    Config c = TcbFixture::default_config();
+    c.reassembly.max_segments = 2;
+    TcbFixture t(c);
+    t.to_established();
+    t.recv(t.seg(ACK, 10, 0), "a");
+    t.recv(t.seg(ACK, 20, 0), "b");
+    t.recv(t.seg(ACK, 30, 0), "c");  // refused: the sender will retransmit it
+    CHECK(t.tcb->stats().ooo_segments == 2);
+    CHECK(t.tcb->stats().drop_no_room == 1);
+    CHECK(t.out.segments.size() == 3);  // each out-of-order segment is ACKed at once
+}
+
+TEST_CASE("RFC 9293 §3.10.7.4 data beyond the window is trimmed", "[tcp][window]") {
+    Config c = TcbFixture::default_config();
+    c.rcv_buf = 10;
+    TcbFixture t(c);
+    t.to_established();
+    t.recv(t.seg(ACK | FIN, 0, 0), "0123456789abcdef");
+    CHECK(t.take_readable() == "0123456789");
+    CHECK(t.tcb->state() == State::Established);  // the FIN was beyond the window
+    t.expect_sent({{ACK, 0, 10, "", 0}});
+}
