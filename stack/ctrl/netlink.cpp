@@ -212,6 +212,8 @@ Netlink::~Netlink() {
 
 int Netlink::fd() const { return nl_socket_get_fd(events_); }
 
+bool Netlink::set_notify_buffer(int bytes) { return nl_socket_set_buffer_size(events_, bytes, 0) >= 0; }
+
 ResolveResult Netlink::request_resolution(Ipv4Addr ip, std::string* error) { return resolver_->request(ip, error); }
 
 bool Netlink::dump(std::string* error) {

@@ -126,6 +126,11 @@ public:
     Rcu<Snapshot>& rcu() { return rcu_; }
     const Snapshot& snapshot() const { return rcu_.current(); }
 
+    // Receive buffer of the notification socket (SO_RCVBUF; 4 MiB by
+    // default, the kernel clamps it). Smaller means ENOBUFS and re-dumps
+    // sooner under bursts; tests use a tiny one to force that path.
+    bool set_notify_buffer(int bytes);
+
     // See NeighbourResolver::request.
     ResolveResult request_resolution(Ipv4Addr ip, std::string* error = nullptr);
 

@@ -412,6 +412,38 @@ TEST_CASE("netns ctrl: routes added and deleted; next hop through the gateway", 
     }));
 }
 
+TEST_CASE("netns ctrl: lost notifications (ENOBUFS) trigger a full re-dump", "[netns][ctrl]") {
+    Bed bed(g_serial++);
+    InNetns in(bed.n.a);
+    auto nl = open_or_fail(bed.n.a0);
+    REQUIRE(nl->set_notify_buffer(1)); // the kernel rounds it up to its minimum
+
+    // 300 route additions while nobody reads: the socket overflows.
+    constexpr int kRoutes = 300;
+    std::string batch;
+    for (int i = 0; i < kRoutes; ++i)
+        batch += "route add 10.100." + std::to_string(i / 250) + "." + std::to_string(i % 250) + "/32 via 10.81.0.2\n";
+    FILE* f = popen("ip -batch - >/dev/null 2>&1", "w");
+    REQUIRE(f != nullptr);
+    fputs(batch.c_str(), f);
+    REQUIRE(pclose(f) == 0);
+
+    auto all_there = [](const Snapshot& x) {
+        for (int i = 0; i < kRoutes; ++i) {
+            Ipv4Addr a{0x0a640000u | uint32_t(i / 250) << 8 | uint32_t(i % 250)};
+            const Route* r = x.lookup_route(a);
+            if (r == nullptr || r->dst.len != 32 || r->gateway != ip("10.81.0.2")) return false;
+        }
+        return true;
+    };
+    CHECK(wait_for(*nl, all_there));
+    CHECK(nl->counters().resyncs >= 1);
+    // Updates after the re-dump still apply.
+    must("ip route del 10.100.0.7/32");
+    CHECK(wait_for(*nl, [](const Snapshot& x) { return x.lookup_route(ip("10.100.0.7")) == nullptr; }));
+    CHECK(nl->snapshot().lookup_route(ip("10.100.0.8")) != nullptr);
+}
+
 TEST_CASE("netns ctrl: resolution without CAP_NET_ADMIN fails with a clear error", "[netns][ctrl]") {
     Bed bed(g_serial++);
     InNetns in(bed.n.a);
