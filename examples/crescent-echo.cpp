@@ -166,18 +166,18 @@ private:
         if (!batch_) {
             while (!p.slices.empty()) {
                 Slice& s = p.slices.front();
-                size_t space = c.send_space();
-                if (space == 0) return false;
                 size_t n = s.size();
-                if (n > space) {
-                    if (c.send(s.sub(0, space)) != SendStatus::Ok) return false;
-                    s.remove_prefix(space);
-                    echoed += space;
-                    return false;
+                if (c.send(std::span<Slice>(&s, 1)) == SendStatus::Ok) {
+                    echoed += n;
+                    p.slices.pop_front();
+                    continue;
                 }
-                if (c.send(std::move(s)) != SendStatus::Ok) return false;
-                echoed += n;
-                p.slices.pop_front();
+                // Refused (and on_writable armed): send the part that fits, if any.
+                size_t space = c.send_space();
+                if (space == 0 || space >= n) return false;
+                if (c.send(s.sub(0, space)) != SendStatus::Ok) return false;
+                s.remove_prefix(space);
+                echoed += space;
             }
             return true;
         }
