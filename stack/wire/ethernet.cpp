@@ -2,6 +2,8 @@
 //
 // Only a single C-tag (TPID 0x8100) is understood; the frame check sequence is
 // never part of the buffers a NIC hands up.
+#include <cstring>
+
 #include "stack/wire/bytes.hpp"
 #include "stack/wire/wire.hpp"
 
@@ -21,22 +23,19 @@ Drop parse_eth(Bytes frame, EthRepr* out, size_t* payload_off)
 {
     if (frame.size() < kEthHeaderLen)
         return Drop::EthTruncated;
-    EthRepr r;
-    for (size_t i = 0; i < 6; ++i) {
-        r.dst.b[i] = ld8(frame, i);
-        r.src.b[i] = ld8(frame, 6 + i);
-    }
     uint16_t type = ld16(frame, 12);
     size_t off = kEthHeaderLen;
+    out->vlan_tci.reset();
     if (type == kEtherTypeVlan) {
         if (frame.size() < kEthHeaderLen + kVlanTagLen)
             return Drop::EthTruncated;
-        r.vlan_tci = ld16(frame, 14);
+        out->vlan_tci = ld16(frame, 14);
         type = ld16(frame, 16);
         off += kVlanTagLen;
     }
-    r.ethertype = type;
-    *out = r;
+    std::memcpy(out->dst.b.data(), frame.data(), 6);
+    std::memcpy(out->src.b.data(), frame.data() + 6, 6);
+    out->ethertype = type;
     *payload_off = off;
     return type == kEtherTypeIpv4 ? Drop::None : Drop::EthNotIpv4;
 }

@@ -40,20 +40,18 @@ Drop parse_ipv4(Bytes packet, bool checksum_verified, Ipv4Repr* out, size_t* pay
     if ((frag & kFlagMf) || (frag & kFragOffsetMask))
         return Drop::IpFragment;
 
-    Ipv4Repr r;
     const uint8_t tos = ld8(packet, 1);
-    r.dscp = tos >> 2;
-    r.ecn = tos & 0x03;
-    r.ident = ld16(packet, 4);
-    r.dont_fragment = (frag & kFlagDf) != 0;
-    r.ttl = ld8(packet, 8);
-    r.protocol = ld8(packet, 9);
-    r.src.v = ld32(packet, 12);
-    r.dst.v = ld32(packet, 16);
-    r.payload_len = uint16_t(total_len - header_len);
-    *out = r;
+    out->dscp = tos >> 2;
+    out->ecn = tos & 0x03;
+    out->ident = ld16(packet, 4);
+    out->dont_fragment = (frag & kFlagDf) != 0;
+    out->ttl = ld8(packet, 8);
+    out->protocol = ld8(packet, 9);
+    out->src.v = ld32(packet, 12);
+    out->dst.v = ld32(packet, 16);
+    out->payload_len = uint16_t(total_len - header_len);
     *payload_off = header_len;
-    return r.protocol == kIpProtoTcp ? Drop::None : Drop::IpNotTcp;
+    return out->protocol == kIpProtoTcp ? Drop::None : Drop::IpNotTcp;
 }
 
 void emit_ipv4(const Ipv4Repr& r, MutBytes out, bool fill_checksum)

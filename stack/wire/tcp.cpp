@@ -235,18 +235,29 @@ Drop parse_tcp(Bytes segment, const Ipv4Repr& ip, bool checksum_verified, TcpRep
         if (csum_fold(csum_partial(segment, sum)) != 0)
             return Drop::TcpBadChecksum;
     }
-    TcpRepr r;
-    r.src_port = ld16(segment, 0);
-    r.dst_port = ld16(segment, 2);
-    r.seq = SeqNum(ld32(segment, 4));
-    r.ack = SeqNum(ld32(segment, 8));
-    r.flags = ld8(segment, 13);
-    r.window = ld16(segment, 14);
-    r.urgent = ld16(segment, 18);
-    if (Drop d = parse_options(segment.subspan(kTcpHeaderLen, header_len - kTcpHeaderLen), &r.opts);
-        d != Drop::None)
+    // Written in place (this runs for every received segment); on a drop
+    // *out is left unspecified.
+    out->src_port = ld16(segment, 0);
+    out->dst_port = ld16(segment, 2);
+    out->seq = SeqNum(ld32(segment, 4));
+    out->ack = SeqNum(ld32(segment, 8));
+    out->flags = ld8(segment, 13);
+    out->window = ld16(segment, 14);
+    out->urgent = ld16(segment, 18);
+    TcpOptions& o = out->opts;
+    o.mss.reset();
+    o.wscale.reset();
+    o.sack_permitted = false;
+    o.sack_count = 0; // sack[] beyond sack_count is meaningless
+    o.ts.reset();
+    const Bytes opts = segment.subspan(kTcpHeaderLen, header_len - kTcpHeaderLen);
+    // The usual data segment: NOP NOP TS and nothing else (the layout RFC 7323
+    // Appendix A recommends; Linux's tcp_fast_parse_options() checks the same).
+    if (opts.size() == 12 && ld32(opts, 0) == 0x0101080au) {
+        o.ts = Timestamps{ld32(opts, 4), ld32(opts, 8)};
+    } else if (Drop d = parse_options(opts, &o); d != Drop::None) {
         return d;
-    *out = r;
+    }
     *payload_off = header_len;
     return Drop::None;
 }

@@ -6,6 +6,8 @@
 // past the span it is given, allocates, or includes DPDK headers.
 //
 // Byte order: reprs hold host-order values; the wire is big-endian.
+// The parsers write the repr in place: after a drop, *out may be partly
+// written (EthNotIpv4 / IpNotTcp excepted, see below) and must not be used.
 // RFCs: 791 (IPv4), 9293 (TCP), 7323 (wscale, timestamps), 2018 (SACK),
 // 6691 (MSS), 3168 (ECN bits), 1071/1624 (checksum).
 #pragma once
