@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 #include <net/if.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -329,8 +330,25 @@ bool has_arg(const std::vector<std::string>& args, std::string_view name, std::s
 
 } // namespace
 
+namespace {
+// A live DPDK primary holds a write lock on <runtime dir>/config.
+bool prefix_locked_by_other(const std::string& prefix) {
+    std::string path = "/var/run/dpdk/" + prefix + "/config";
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    bool locked = ::fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid != ::getpid();
+    ::close(fd);
+    return locked;
+}
+} // namespace
+
 void remove_dpdk_files(const std::string& prefix) {
     if (prefix.empty() || prefix.find('/') != std::string::npos) return;
+    // Another process's files (same prefix, e.g. a failed second start): keep.
+    if (prefix_locked_by_other(prefix)) return;
     std::error_code ec;
     for (const std::string& mnt : hugetlbfs_mounts()) {
         for (const auto& e : fs::directory_iterator(mnt, ec)) {
@@ -438,6 +456,9 @@ Status Runtime::start(const RuntimeConfig& cfg_in, std::unique_ptr<Runtime>* out
         if (!cfg.cores.empty() && !has_arg(cfg.eal_args, "-l") && !has_arg(cfg.eal_args, "--lcores"))
             a.insert(a.end(), {"-l", cfg.cores});
         if (!has_arg(cfg.eal_args, "--log-level")) a.push_back("--log-level=" + cfg.log_level);
+        // crescent owns its ports: never attach silently as a secondary to a
+        // process that happens to use the same prefix (EAL's "auto").
+        if (!has_arg(cfg.eal_args, "--proc-type")) a.push_back("--proc-type=primary");
         if (cfg.no_huge && !has_arg(cfg.eal_args, "--no-huge")) a.push_back("--no-huge");
         a.insert(a.end(), cfg.eal_args.begin(), cfg.eal_args.end());
     }

@@ -323,7 +323,8 @@ def scenario_badinput(bed):
           f"unknown interface: one-line error ({err!r})")
 
     # An XDP program already on the interface (a stale one): "in use", untouched.
-    obj = os.environ.get("CRESCENT_XDP_PROG")
+    obj = os.environ.get("CRESCENT_XDP_PROG") or os.path.join(
+        os.path.dirname(os.path.abspath(HELPER)), "..", "..", "bifurcation", "xdp", "crescent_steer.bpf.o")
     sh("ip", "-n", bed.a, "link", "set", "dev", bed.va, "xdpgeneric", "obj", obj, "sec", "xdp")
     try:
         r = run("start", "--iface", bed.va)
@@ -333,6 +334,19 @@ def scenario_badinput(bed):
         check(bed.xdp_attached(), "the foreign XDP program was left in place")
     finally:
         sh("ip", "-n", bed.a, "link", "set", "dev", bed.va, "xdpgeneric", "off", check_rc=False)
+
+    # The DPDK file prefix of a running process (file-backed mode): "in use".
+    p = bed.start_helper("steer", "--iface", bed.va, "--port", "61700", "--seconds", "60", "--files")
+    p.read_until(r"^READY")
+    r = run("start", "--eal", "--no-pci --no-huge -m 64 --vdev=net_null0")
+    err = r.stderr.strip()
+    check(r.returncode != 0 and len(err.splitlines()) == 1 and "in use by another process" in err,
+          f"DPDK prefix in use: one-line 'in use' error ({err!r})")
+    files, rundir = leftovers(bed)
+    check(files and rundir, f"the failed start left the running process's files alone "
+                            f"(files={len(files)}, rundir={rundir})")
+    _, rc = p.stop()
+    check(rc == 0, "the first process was not disturbed and exits 0")
 
     r = run("start", "--iface", bed.va, "--eal", "--no-pci --bogus-eal-flag")
     err = r.stderr.strip()
