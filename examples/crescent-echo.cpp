@@ -58,6 +58,7 @@ const char* usage =
     "usage: crescent-echo (--iface IFACE | --eal \"ARGS\" --ip A.B.C.D/LEN [--mac MAC] [--neighbour IP=MAC]...\n"
     "                      [--gateway IP]) [--port P] [--mode inline|batch] [--cores N] [--file-prefix P]\n"
     "                     [--no-huge] [--burst N] [--idle-sleep-us N] [--stats]\n"
+    "                     [--impair loss=P,dup=P,reorder=P,delay=Nms,seed=N]   (testing: netem-like, both ways)\n"
     "                     [--client HOST [--conns N] [--bytes N] [--cc newreno|cubic|dctcp] [--timeout SEC]]\n";
 
 uint64_t parse_u64(std::string_view flag, const char* v, uint64_t lo, uint64_t hi) {
@@ -95,6 +96,7 @@ Options parse(int argc, char** argv) {
             o.rt.engine.idle_sleep = std::chrono::microseconds(parse_u64(a, val(), 1, 1000000));
             o.rt.engine.idle_spin = 1000;
         } else if (a == "--stats") o.stats = true;
+        else if (a == "--impair") o.rt.impair = val();
         else if (a == "--client") o.client = val();
         else if (a == "--conns") o.conns = unsigned(parse_u64(a, val(), 1, 4096));
         else if (a == "--bytes") o.bytes = parse_u64(a, val(), 1, uint64_t(1) << 40);

@@ -53,6 +53,11 @@ struct RuntimeOptions {
     std::vector<std::string> neighbours;  // "10.0.0.2=02:00:00:00:00:02"
 
     EngineConfig engine;               // applied to every engine
+
+    // Testing aid: netem-like impairment of every frame crescent receives and
+    // sends, "loss=1,dup=1,reorder=25,delay=2ms,seed=7" (for kernels without
+    // sch_netem). Empty = none.
+    std::string impair;
 };
 
 class Runtime {

@@ -25,6 +25,7 @@
 #include "stack/dev/runtime.hpp"
 #include "stack/engine/ctrl_nexthop.hpp"
 #include "stack/engine/engine_impl.hpp"
+#include "stack/engine/impair.hpp"
 #include "stack/engine/queue_device.hpp"
 #include "zbuf/dpdk.hpp"
 
@@ -89,6 +90,12 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
 
     auto impl = std::make_unique<Impl>();
     impl->opt = o;
+    std::optional<engine::ImpairSpec> impair;
+    if (!o.impair.empty()) {
+        std::string e;
+        impair = engine::parse_impair(o.impair, &e);
+        if (!impair) return fail(e);
+    }
 
     // Static addressing first: a bad option fails before anything starts.
     ctrl::StaticConfig sc;
@@ -170,7 +177,13 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
     std::array<uint64_t, 2> secret{(uint64_t(rd()) << 32) | rd(), (uint64_t(rd()) << 32) | rd()};
     for (unsigned i = 0; i < o.cores; ++i) {
         dev::Queue& q = impl->port->queue(i);
-        impl->devs.push_back(std::make_unique<engine::QueueDevice>(*impl->port, q));
+        std::unique_ptr<engine::Device> d = std::make_unique<engine::QueueDevice>(*impl->port, q);
+        if (impair) {
+            engine::ImpairSpec sp = *impair;
+            sp.seed += i;
+            d = std::make_unique<engine::ImpairDevice>(std::move(d), sp);
+        }
+        impl->devs.push_back(std::move(d));
         auto reader = impl->rcu().register_reader();
         if (!reader) return fail("too many engines for the control-plane readers");
         std::unique_ptr<ctrl::NeighbourResolver> res;
