@@ -277,6 +277,7 @@ void Tcb::fast_path(const TcpRepr& seg, Slice payload, Instant now, Actions& out
     ++st_.fast_path;
     last_rx_ = now;
     keepalive_probes_ = 0;
+    probes_unanswered_ = 0;
     if (ts_ok_ && seg.seq - last_ack_sent_ <= 0) { // RFC 7323 §4.3
         ts_recent_ = seg.opts.ts->tsval;
         ts_recent_age_ = now;
@@ -475,6 +476,7 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
     }
     last_rx_ = now;
     keepalive_probes_ = 0;
+    probes_unanswered_ = 0;
 
     // second: check the RST bit (RFC 5961 §3.2).
     if (seg.has(RST)) {
@@ -1402,8 +1404,16 @@ void Tcb::on_persist(Instant now, Actions& out) {
         emit_data(snd_.nxt, std::min(snd_.wnd, snd_.mss), false, now, out);
         return;
     }
+    // A peer that answers nothing for max_retries probes is gone (RFC 1122
+    // §4.2.2.17 keeps probing only while the peer acknowledges them).
+    if (probes_unanswered_ >= cfg_.max_retries) {
+        send_rst(snd_.max, out);
+        to_closed(CloseReason::RetransmitTimeout, out);
+        return;
+    }
     // Zero-window probe: <SEQ=SND.UNA-1><CTL=ACK> is outside the peer's window
     // and elicits an ACK carrying its current window (as Linux probes).
+    ++probes_unanswered_;
     ++st_.zero_window_probes;
     send_control(ACK, snd_.una - 1, now, out);
     ++persist_backoff_;

@@ -478,6 +478,7 @@ private:
     Instant deadline_ = Instant::never();
     uint32_t persist_backoff_ = 0;
     uint32_t keepalive_probes_ = 0;
+    uint32_t probes_unanswered_ = 0;  // zero-window probes since the peer last sent anything
     Instant last_rx_;
 
     // RFC 5961 §7 rate limit.

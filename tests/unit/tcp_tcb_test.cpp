@@ -975,3 +975,23 @@ TEST_CASE("RFC 9293 §3.10.7.4 data beyond the window is trimmed", "[tcp][window
     CHECK(t.tcb->state() == State::Established);  // the FIN was beyond the window
     t.expect_sent({{ACK, 0, 10, "", 0}});
 }
+
+TEST_CASE("RFC 1122 §4.2.2.17 zero-window probing gives up on a silent peer", "[tcp][window]") {
+    Config c = TcbFixture::default_config();
+    c.max_retries = 3;
+    TcbFixture t(c);
+    t.to_syn_sent();
+    t.recv(t.seg(SYN | ACK, -1, 0, 0));
+    t.clear();
+    REQUIRE(t.send("blocked") == SendResult::Ok);
+    t.flush();
+    for (int i = 0; i < 6; ++i) {  // more probes than max_retries, each answered
+        t.advance(t.tcb->next_deadline() - t.now);
+        t.expect_sent({{ACK, -1, 0}});
+        t.recv(t.seg(ACK, 0, 0, 0));  // alive, window still closed
+    }
+    CHECK(t.tcb->state() == State::Established);
+    t.advance(3600s);  // then it goes silent
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::RetransmitTimeout);
+}
