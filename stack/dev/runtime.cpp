@@ -510,6 +510,11 @@ Status Runtime::start(const RuntimeConfig& cfg_in, std::unique_ptr<Runtime>* out
 
     if (iface_mode) {
         uint16_t pid = 0;
+        if (rte_eth_dev_get_port_by_name(kVdevName, &pid) != 0 && eal_errors_contain("combined queue count"))
+            return fail(Errc::BadConfig,
+                        fmt::format("'{}' has fewer combined channels than the {} queues asked ({}): see `ethtool -l "
+                                    "{}` or ask for fewer queues",
+                                    cfg.iface, cfg.queues, eal_errors_summary(), cfg.iface));
         if (rte_eth_dev_get_port_by_name(kVdevName, &pid) != 0)
             return fail(Errc::DeviceFailed, fmt::format("the AF_XDP port for '{}' did not appear: {}", cfg.iface,
                                                         eal_errors_summary()));
