@@ -52,6 +52,18 @@ namespace crescent::ctrl {
 
 template <class T>
 class Rcu {
+    static constexpr uint64_t kOffline = UINT64_MAX;
+
+    // One cache line per reader: readers write only their own slot.
+    struct alignas(64) Slot {
+        std::atomic<uint64_t> epoch{kOffline}; // kOffline, or the epoch seen at the last quiescent point
+        std::atomic<bool> in_use{false};       // claimed by a Reader
+    };
+    struct Retired {
+        const T* ptr;
+        uint64_t epoch; // freed once every online reader has seen an epoch >= this
+    };
+
 public:
     static constexpr size_t kMaxReaders = 64;
 
@@ -163,7 +175,7 @@ public:
 
     private:
         friend class Rcu;
-        Reader(Rcu* rcu, typename Rcu::Slot* slot) : rcu_(rcu), slot_(slot) {}
+        Reader(Rcu* rcu, Slot* slot) : rcu_(rcu), slot_(slot) {}
         void release() {
             if (slot_ == nullptr) return;
             offline();
@@ -172,22 +184,10 @@ public:
             rcu_ = nullptr;
         }
         Rcu* rcu_;
-        typename Rcu::Slot* slot_;
+        Slot* slot_;
     };
 
 private:
-    static constexpr uint64_t kOffline = UINT64_MAX;
-
-    // One cache line per reader: readers write only their own slot.
-    struct alignas(64) Slot {
-        std::atomic<uint64_t> epoch{kOffline}; // kOffline, or the epoch seen at the last quiescent point
-        std::atomic<bool> in_use{false};       // claimed by a Reader
-    };
-    struct Retired {
-        const T* ptr;
-        uint64_t epoch; // freed once every online reader has seen an epoch >= this
-    };
-
     std::atomic<const T*> current_; // never null
     std::atomic<uint64_t> epoch_{0};
     std::array<Slot, kMaxReaders> slots_{};
