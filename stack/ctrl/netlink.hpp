@@ -25,6 +25,22 @@
 // `rcu().register_reader()`, and may each own a NeighbourResolver to ask for
 // resolution themselves.
 //
+// Use:
+//   owner (setup)   auto nl = ctrl::Netlink::open("eth0", &err);   // nullptr: print err, exit
+//                   epoll_ctl(ep, EPOLL_CTL_ADD, nl->fd(), {EPOLLIN});
+//   owner (EPOLLIN) ProcessResult r = nl->process();
+//                   (r.neighbours lists FAILED / removed entries: PendingQueue::fail)
+//   engine (setup)  auto reader = *nl->rcu().register_reader();
+//                   auto resolver = NeighbourResolver::open(nl->ifindex(), &err);
+//   engine (burst)  const Snapshot& s = reader.read();
+//                   NextHop h = s.next_hop(dst);
+//                   Unresolved: if (pending.hold(h.neighbour, pkt, now, drop) == Held::AskKernel)
+//                                   resolver->request(h.neighbour);
+//   engine (loop)   if (s.generation() != seen) pending.resolve_from(lookup over s, send);
+//                   pending.expire(now, drop); reader.quiescent();
+// Devices without a kernel netdev use StaticConfig::snapshot() in an
+// Rcu<Snapshot> of their own instead (static_config.hpp).
+//
 // Known limit: the kernel confirms a neighbour only from its own traffic, so
 // an entry crescent alone uses goes STALE (still used, see neigh_usable); if
 // the peer changes its MAC without announcing it (gratuitous ARP, arp_notify)
