@@ -126,10 +126,15 @@ void describe(SimNet& net, const Endpoint& a, const Endpoint* b) {
     if (b) describe_end(net, *b);
 }
 
-void bulk(tcp::CcAlgo cc, double loss, uint64_t seed) {
+void bulk(tcp::CcAlgo cc, double loss, uint64_t seed, bool sack = true, bool timestamps = true) {
     const uint64_t n = bulk_bytes();
     auto wall0 = std::chrono::steady_clock::now();
-    SimNet net(config(cc, loss, seed));
+    SimConfig cfg = config(cc, loss, seed);
+    for (tcp::HostConfig* h : {&cfg.host_a, &cfg.host_b}) {
+        h->tcp.sack = sack;
+        h->tcp.timestamps = timestamps;
+    }
+    SimNet net(cfg);
     net.listen(5001, 16, n);
     Endpoint* a = net.connect(40001, 5001, n);
     REQUIRE(a);
@@ -190,6 +195,14 @@ TEST_CASE("sim bulk: DCTCP 0% loss", "[sim][bulk][dctcp][l0]") { bulk(tcp::CcAlg
 TEST_CASE("sim bulk: DCTCP 1% loss", "[sim][bulk][dctcp][l1]") { bulk(tcp::CcAlgo::Dctcp, 0.01, 10); }
 TEST_CASE("sim bulk: DCTCP 5% loss", "[sim][bulk][dctcp][l5]") { bulk(tcp::CcAlgo::Dctcp, 0.05, 11); }
 TEST_CASE("sim bulk: DCTCP 20% loss", "[sim][bulk][dctcp][heavy][l20]") { bulk(tcp::CcAlgo::Dctcp, 0.20, 12); }
+
+// RFC 6582 NewReno recovery (no SACK) and RFC 6298 RTT timing without timestamps.
+TEST_CASE("sim bulk: NewReno without SACK and timestamps 5% loss", "[sim][bulk][nosack]") {
+    bulk(tcp::CcAlgo::NewReno, 0.05, 13, false, false);
+}
+TEST_CASE("sim bulk: NewReno without SACK and timestamps 20% loss", "[sim][bulk][nosack20]") {
+    bulk(tcp::CcAlgo::NewReno, 0.20, 14, false, false);
+}
 
 TEST_CASE("sim: connection setup and teardown under 20% loss", "[sim][setup]") {
     SimNet net(config(tcp::CcAlgo::NewReno, 0.20, 21));
