@@ -58,6 +58,21 @@ struct RuntimeOptions {
     // sends, "loss=1,dup=1,reorder=25,delay=2ms,seed=7" (for kernels without
     // sch_netem). Empty = none.
     std::string impair;
+
+    // The port plan (flow bifurcation, Luna §7.1): this application is slot
+    // `app_slot` of `app_slots` sharing the client range of the interface;
+    // its part is split into one contiguous sub-range per engine, which the
+    // engine's connect() draws from (Engine::client_ports()). In iface mode
+    // the plan is claimed in a per-interface registry (an overlapping plan of
+    // another live process is refused), its client ports are added to
+    // net.ipv4.ip_local_reserved_ports (so kernel clients never take them) and
+    // steered to crescent with the listening ports; all undone on exit.
+    std::string app_name = "crescent";
+    uint16_t app_slot = 0;
+    uint16_t app_slots = 1;
+    uint16_t client_port_lo = kClientPortLo;
+    uint16_t client_port_hi = kClientPortHi;
+    bool reserve_ports = true;
 };
 
 class Runtime {
@@ -80,6 +95,10 @@ public:
     Engine& engine(unsigned i);
     Ipv4 local_ip() const;
     std::string describe() const;      // one line: device, address, MTU, offloads
+    std::string plan() const;          // the port plan (multi-line; logged at start at info)
+    // The port plan these options give, without starting anything ("" + *err
+    // when the options are invalid): for a --show-plan option.
+    static std::string describe_plan(const RuntimeOptions& opts, std::string* err);
 
     struct Impl;
 private:

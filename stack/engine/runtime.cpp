@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -20,6 +23,9 @@
 
 #include <crescent/log.hpp>
 
+#include "bifurcation/plan.hpp"
+#include "bifurcation/session.hpp"
+#include "bifurcation/xdp/steer.hpp"
 #include "stack/ctrl/netlink.hpp"
 #include "stack/ctrl/static_config.hpp"
 #include "stack/dev/runtime.hpp"
@@ -46,9 +52,45 @@ std::string with_prefix(std::string m) {
     if (m.rfind("crescent: ", 0) == 0) return m;
     return "crescent: " + m;
 }
+
+// The port plan (bifurcation/plan.hpp) of these options: the application's
+// client sub-range, one contiguous piece per engine, and its listening ports.
+std::optional<bifurcation::Plan> make_plan(const RuntimeOptions& o, std::string* err) {
+    bifurcation::PlanConfig pc;
+    pc.ifname = o.iface.empty() ? std::string("eal") : o.iface;
+    pc.app_name = o.app_name;
+    pc.client_range = bifurcation::PortSpan{o.client_port_lo, o.client_port_hi};
+    pc.app_slots = o.app_slots;
+    pc.app_slot = o.app_slot;
+    pc.engines = uint16_t(o.cores);
+    pc.listen_ports = o.listen_ports;
+    return bifurcation::Plan::compute(std::move(pc), err);
+}
+
+// Crash recovery: the XDP program a dead crescent left on the interface
+// (recorded in its registry entry once attached).
+void detach_stale_xdp(const bifurcation::RegistryEntry& e) {
+    auto ifx = e.extra.find("xdp_ifindex");
+    auto id = e.extra.find("xdp_prog_id");
+    if (ifx == e.extra.end() || id == e.extra.end()) return;
+    int ifindex = std::atoi(ifx->second.c_str());
+    uint32_t prog = uint32_t(std::strtoul(id->second.c_str(), nullptr, 10));
+    if (ifindex <= 0 || prog == 0) return;
+    int rc = bifurcation::xdp_detach_if(ifindex, prog);
+    auto lg = log::get("runtime");
+    if (rc < 0)
+        lg->error("XDP program {} left by dead pid {} on ifindex {}: detach failed ({})", prog, e.pid, ifindex,
+                  std::strerror(-rc));
+    else
+        lg->warn("detached XDP program {} left by dead pid {} on ifindex {}", prog, e.pid, ifindex);
+}
 } // namespace
 
 struct Runtime::Impl {
+    // Declared first, so destroyed last: after the body below has detached
+    // the XDP program, the reserved ports are restored and the entry dropped.
+    std::optional<bifurcation::Session> session;           // iface mode
+    std::string plan;                                      // Plan::describe()
     RuntimeOptions opt;
     std::unique_ptr<dev::Runtime> dev;
     dev::Port* port = nullptr;
@@ -109,14 +151,36 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
             if (!ctrl::apply_static_option(sc, "neigh", n, &e)) return fail(e);
     }
 
+    // The port plan; in iface mode, claim it on the interface (registry:
+    // overlapping plans of live processes are refused, a dead one's leftovers
+    // undone) and reserve the client ports from kernel clients, before
+    // anything is attached.
+    std::optional<bifurcation::Plan> plan;
+    {
+        std::string e;
+        plan = make_plan(o, &e);
+        if (!plan) return fail(e);
+        impl->plan = plan->describe();
+        if (iface_mode) {
+            bifurcation::SessionOptions so;
+            so.reserve_ports = o.reserve_ports;
+            so.extra_cleanup = detach_stale_xdp;
+            std::optional<bifurcation::Session> s = bifurcation::Session::open(*plan, so, &e);
+            if (!s) return fail(e);
+            impl->session.emplace(std::move(*s));
+        }
+        auto lg = log::get("runtime");
+        std::istringstream lines(impl->plan);
+        for (std::string line; std::getline(lines, line);) lg->info("{}", line);
+    }
+
     // dev: EAL + the port.
     dev::RuntimeConfig dc;
     if (iface_mode) {
         dc.mode = dev::RuntimeConfig::Mode::Iface;
         dc.iface = o.iface;
         dc.queues = uint16_t(o.cores);
-        for (uint16_t p : o.listen_ports) dc.steer_ports.push_back(dev::PortRange{p, p});
-        dc.steer_ports.push_back(dev::PortRange{kClientPortLo, kClientPortHi});
+        for (bifurcation::PortSpan s : plan->steered_ranges()) dc.steer_ports.push_back(dev::PortRange{s.lo, s.hi});
     } else {
         dc.mode = dev::RuntimeConfig::Mode::Eal;
         dc.eal_args = split_args(o.eal);
@@ -173,6 +237,15 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
         return fail(fmt::format("{} engines need {} lcores but EAL has {}: pass a longer -l list", o.cores, o.cores,
                                 impl->lcores.size()));
 
+    // Let a successor undo our XDP program should we die (detach_stale_xdp).
+    if (impl->session && impl->dev->steering()) {
+        const bifurcation::XdpSteer& xs = *impl->dev->steering();
+        std::string e;
+        if (!impl->session->record("xdp_ifindex", std::to_string(xs.ifindex()), &e) ||
+            !impl->session->record("xdp_prog_id", std::to_string(xs.prog_id()), &e))
+            return fail(e);
+    }
+
     std::random_device rd;
     std::array<uint64_t, 2> secret{(uint64_t(rd()) << 32) | rd(), (uint64_t(rd()) << 32) | rd()};
     for (unsigned i = 0; i < o.cores; ++i) {
@@ -203,6 +276,8 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
         ep.nexthop = impl->nexthops.back().get();
         ep.arena = impl->arena.get();
         ep.secret = secret;
+        ep.client_port_lo = plan->engine_ports(i).lo;  // replies come back to this engine's queue
+        ep.client_port_hi = plan->engine_ports(i).hi;
         impl->engines.push_back(engine::make_engine(ep));
     }
     const dev::Offloads& off = impl->port->offloads();
@@ -266,5 +341,16 @@ unsigned Runtime::engine_count() const { return unsigned(impl_->engines.size());
 Engine& Runtime::engine(unsigned i) { return *impl_->engines.at(i); }
 Ipv4 Runtime::local_ip() const { return Ipv4{impl_->ip.v}; }
 std::string Runtime::describe() const { return impl_->describe; }
+std::string Runtime::plan() const { return impl_->plan; }
+
+std::string Runtime::describe_plan(const RuntimeOptions& opts, std::string* err) {
+    std::string e;
+    std::optional<bifurcation::Plan> p = make_plan(opts, &e);
+    if (!p) {
+        if (err) *err = with_prefix(std::move(e));
+        return {};
+    }
+    return p->describe();
+}
 
 } // namespace crescent
