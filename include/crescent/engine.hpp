@@ -123,6 +123,7 @@ struct EngineStats {
     uint64_t drop_neigh_failed = 0;   // segment dropped: neighbour resolution failed
     uint64_t rx_no_memory = 0;        // payload dropped: no zbuf for it
     uint64_t rx_zero_copy = 0;        // payloads handed on in their RX obj (zbuf-backed pool)
+    uint64_t rx_copy_pressure = 0;    // bursts copied because the RX pool was below half
     uint64_t rx_multiseg = 0;         // frame dropped: chained RX mbuf (the engine expects one segment)
     uint64_t timers_fired = 0;        // app timers run
     uint64_t tcp_timer_runs = 0;      // Host::on_timer calls

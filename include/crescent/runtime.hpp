@@ -44,6 +44,7 @@ struct RuntimeOptions {
     std::vector<uint16_t> listen_ports;// server ports steered to crescent (iface mode)
     bool no_huge = false;              // EAL --no-huge (tests without hugepages)
     size_t arena_bytes = 64u << 20;    // zbuf arena (send_copy, received payloads)
+    bool zero_copy_rx = true;          // RX pools in the arena: payloads are not copied
     std::string log_level = "notice";  // EAL log level
 
     // Static addressing (eal mode; devices with no kernel netdev):

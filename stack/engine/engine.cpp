@@ -309,6 +309,17 @@ void EngineImpl::close_all() {
 // ---- RX ------------------------------------------------------------------------------
 
 void EngineImpl::rx(Instant now, uint16_t n) {
+    // Zero-copy RX keeps received mbufs alive for as long as the application
+    // (or a send queue echoing them) holds the slices. When the RX pool runs
+    // low, copy instead, so held payloads can never starve the NIC of
+    // buffers (which would stop the ACKs that release them): one pool check
+    // per burst.
+    bool zero_copy = false;
+    if (zbuf::contains(rx_pkts_[0])) {
+        const rte_mempool* pool = rx_pkts_[0]->pool;
+        zero_copy = rte_mempool_avail_count(pool) > pool->size / 2;
+        if (!zero_copy) ++st_.rx_copy_pressure;
+    }
     for (uint16_t i = 0; i < n; ++i) {
         rte_mbuf* m = rx_pkts_[i];
         if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(rx_pkts_[i + 1], void*));
@@ -337,7 +348,7 @@ void EngineImpl::rx(Instant now, uint16_t n) {
         // mbuf's own obj is the slice (zero-copy, Luna §6.2 step 1: the slice
         // now owns the mbuf); otherwise the bytes are copied into an arena obj.
         Slice payload;
-        if (f.payload_len != 0 && zbuf::contains(data)) {
+        if (zero_copy && f.payload_len != 0) {
             payload = zbuf::dpdk::rx_slice(m);
             if (payload) {
                 ++st_.rx_zero_copy;

@@ -108,6 +108,7 @@ struct Runtime::Impl {
         engines.clear();
         devs.clear();
         nexthops.clear();
+        if (dev) dev->close_ports();  // RX pools live in the arena: ports -> arena -> EAL
         arena.reset();
         static_rcu.reset();
         nl.reset();
@@ -190,8 +191,20 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
     dc.log_level = o.log_level;
     if (dev::Status st = dev::Runtime::start(dc, &impl->dev); !st) return fail(st.message());
 
+    // The zbuf arena in EAL memory, before the port: its RX pools are laid
+    // over arena zones, so received payloads are zbuf slices in place
+    // (Luna §6.2 step 1) and the engine hands them on without a copy.
+    {
+        zbuf::Config zc;
+        zc.bytes = o.arena_bytes + size_t(o.cores) * (40u << 20);  // + RX pool zones per queue
+        std::string e;
+        impl->arena = zbuf::dpdk::create_arena(zc, &e);
+        if (!impl->arena) return fail(fmt::format("zbuf arena of {} MiB: {}", zc.bytes >> 20, e));
+    }
+
     dev::PortConfig pc;
     pc.queues = uint16_t(o.cores);
+    pc.rx_arena = o.zero_copy_rx ? impl->arena.get() : nullptr;
     if (dev::Status st = impl->dev->open_port(impl->dev->default_port(), pc, &impl->port); !st)
         return fail(st.message());
     impl->port->wait_link_up(2000);
@@ -218,15 +231,6 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
         if (!ctrl::validate_static_config(sc, &e)) return fail(e);
         impl->static_rcu = std::make_unique<ctrl::Rcu<ctrl::Snapshot>>(sc.snapshot());
         impl->ip = sc.addr->addr;
-    }
-
-    // The zbuf arena in EAL memory.
-    {
-        zbuf::Config zc;
-        zc.bytes = o.arena_bytes;
-        std::string e;
-        impl->arena = zbuf::dpdk::create_arena(zc, &e);
-        if (!impl->arena) return fail(fmt::format("zbuf arena of {} MiB: {}", o.arena_bytes >> 20, e));
     }
 
     // lcores: the main lcore runs engine 0, workers the others.
