@@ -38,7 +38,15 @@ struct Env {
     std::unique_ptr<zbuf::Arena> arena;
     rte_mempool* pool = nullptr;
     bool ok = false;
+    bool eal = false;
     std::string error;
+    Env() = default;
+    Env(Env&&) = default;
+    ~Env() {  // at exit: every engine and port of the test cases is gone by now
+        arena.reset();
+        if (pool) rte_mempool_free(pool);
+        if (eal) rte_eal_cleanup();
+    }
 };
 
 Env& env() {
@@ -54,6 +62,7 @@ Env& env() {
             x.error = "rte_eal_init failed";
             return x;
         }
+        x.eal = true;
         x.pool = rte_pktmbuf_pool_create("eng_ring_pool", 16383, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
         if (!x.pool) {
             x.error = "mbuf pool";
@@ -81,14 +90,18 @@ bool start_port(uint16_t port, rte_mempool* pool) {
 struct RingPair {
     uint16_t a = 0, b = 0;
     bool ok = false;
+    rte_ring* ab = nullptr;
+    rte_ring* ba = nullptr;
+    bool ports = false;
     explicit RingPair(int id) {
         std::string n = std::to_string(id);
-        rte_ring* ab = rte_ring_create(("ab" + n).c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        rte_ring* ba = rte_ring_create(("ba" + n).c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        ab = rte_ring_create(("ab" + n).c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        ba = rte_ring_create(("ba" + n).c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
         if (!ab || !ba) return;
         int pa = rte_eth_from_rings(("ringA" + n).c_str(), &ba, 1, &ab, 1, SOCKET_ID_ANY);
         int pb = rte_eth_from_rings(("ringB" + n).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY);
         if (pa < 0 || pb < 0) return;
+        ports = true;
         a = uint16_t(pa);
         b = uint16_t(pb);
         rte_ether_addr ma{{0x02, 0, 0, 0, 0, 0x0a}}, mb{{0x02, 0, 0, 0, 0, 0x0b}};
@@ -96,6 +109,21 @@ struct RingPair {
         rte_eth_dev_default_mac_addr_set(a, &ma);
         rte_eth_dev_default_mac_addr_set(b, &mb);
         ok = start_port(a, env().pool) && start_port(b, env().pool);
+    }
+    ~RingPair() {
+        if (ports) {
+            for (uint16_t p : {a, b}) {
+                rte_eth_dev_stop(p);
+                rte_eth_dev_close(p);
+            }
+        }
+        // Frames still in flight between the engines go back to the pool.
+        for (rte_ring* r : {ab, ba}) {
+            if (!r) continue;
+            void* m;
+            while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+            rte_ring_free(r);
+        }
     }
 };
 
