@@ -97,6 +97,7 @@ Options parse(int argc, char** argv) {
             o.rt.engine.idle_spin = 1000;
         } else if (a == "--stats") o.stats = true;
         else if (a == "--impair") o.rt.impair = val();
+        else if (a == "--copy-rx") o.rt.zero_copy_rx = false;
         else if (a == "--client") o.client = val();
         else if (a == "--conns") o.conns = unsigned(parse_u64(a, val(), 1, 4096));
         else if (a == "--bytes") o.bytes = parse_u64(a, val(), 1, uint64_t(1) << 40);

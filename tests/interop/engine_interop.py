@@ -363,7 +363,7 @@ def case_badinput(testbed):
             ok = False
         r = bed.run("a", CRESCENT_ECHO, "--iface", bed.va, "--port", "7", "--file-prefix", bed.prefix("z"),
                     timeout=60)
-        ok &= one_line_error(r, "already|in use")
+        ok &= one_line_error(r, "already|in use|overlaps")
         # ... and the first keeps serving.
         ok &= bed.wait_port("b", "10.77.0.1", 7, timeout=5)
         rc, _ = stop(srv, "crescent-echo")
