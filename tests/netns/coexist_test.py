@@ -170,6 +170,10 @@ class Bed:
         subprocess.run([TESTBED, "clean-hugefiles", self.prefix], timeout=TIMEOUT)
         for d in glob.glob(f"/run/crescent/*/{self.va}"):
             subprocess.run(["rm", "-rf", d])
+            try:
+                os.rmdir(os.path.dirname(d))  # the namespace's directory, once empty
+            except OSError:
+                pass
         return False
 
     def spawn(self, name, tag=""):
@@ -647,7 +651,9 @@ def case_crash():
         c2 = bed.spawn(echo_args(bed))
         if not c2.wait_for(r"listening on"):
             raise Fail(f"restart after a crash failed:\n{c2.output()}")
-        check(re.search(r"dead pid", c2.output()) is not None, "the new instance cleaned up the dead one's entry")
+        check(re.search(r"detached XDP program \d+ left by dead pid", c2.output()) is not None
+              and re.search(r"removed reserved ports .* left by dead pid", c2.output()) is not None,
+              "the new instance detached the dead one's XDP program and released its reserved ports")
         check(echo_once(bed.b, IP_A, 7), "echo through the new instance")
         check(c2.stop() == 0, "the new instance exited cleanly")
         check(not xdp_attached(bed) and reserved(bed) == reserved_before and not registry_entries(bed),
