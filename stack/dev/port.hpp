@@ -23,13 +23,9 @@
 #include <thread>
 #include <vector>
 
-// DPDK 22.11 headers use ++/-- on volatile fields (deprecated in C++20).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wvolatile"
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
-#pragma GCC diagnostic pop
 
 #include "stack/dev/status.hpp"
 #include "stack/wire/wire.hpp"

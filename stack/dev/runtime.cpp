@@ -20,13 +20,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wvolatile"
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_log.h>
-#pragma GCC diagnostic pop
 
 #include <crescent/log.hpp>
 

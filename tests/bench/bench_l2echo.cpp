@@ -19,12 +19,9 @@
 #include <utility>
 #include <vector>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wvolatile"
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
-#pragma GCC diagnostic pop
 
 #include "stack/dev/runtime.hpp"
 

@@ -28,11 +28,8 @@
 #include <thread>
 #include <vector>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wvolatile"
 #include <rte_ether.h>
 #include <rte_mbuf.h>
-#pragma GCC diagnostic pop
 
 #include "stack/dev/runtime.hpp"
 #include "stack/wire/wire.hpp"

@@ -4,8 +4,6 @@
 // the unsent tail, in order, for the next flush (never dropped, counted); a
 // full batch refuses with Full and the caller keeps the mbuf; linearize copies
 // a chain byte-exactly with its offload metadata; EAL mode start-up.
-// GCC 12 reports a false -Wrestrict inside std::string at -O2 (GCC PR 105329).
-#pragma GCC diagnostic ignored "-Wrestrict"
 #include <catch2/catch.hpp>
 
 #include <cstring>
