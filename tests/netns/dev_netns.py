@@ -12,6 +12,7 @@ Exit: 0 pass, 1 fail, 77 skip (not root / no AF_XDP).
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -81,6 +82,8 @@ class Bed:
                 except subprocess.TimeoutExpired:
                     pass
         self.down()
+        # A helper killed above (a failed run) could not clean up after itself.
+        shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
         for d in ("/dev/hugepages",):
             if os.path.isdir(d):
                 for f in os.listdir(d):
