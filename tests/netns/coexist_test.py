@@ -28,11 +28,12 @@ wait is bounded. Exit: 0 pass, 1 fail, 77 skip (not root / no AF_XDP).
               refused with the registry's message naming the first.
   crash       crescent killed with SIGKILL leaves its XDP program and reserved
               ports; the next start undoes them (registry crash recovery).
-  multiengine 2 engines on 2-queue veth; B's egress picks the TX queue (= RX
-              queue of A, veth) by tc (multiq + skbedit) as a NIC's ntuple
-              would: server connections land on the engine the plan names for
-              their source port, and a 2-engine client's replies come back to
-              each engine's own client sub-range.
+  multiengine 2 engines on 2-queue veth; B picks its TX queue (= A's RX
+              queue on veth) through XPS and CPU pinning as a NIC's ntuple
+              rules would by port: server connections reach the engine the
+              plan names for their source port, and a 2-engine client's
+              replies come back to each engine's own client sub-range. What
+              this does NOT test: port-based queue selection itself (no NIC).
 """
 import ctypes
 import glob
@@ -673,23 +674,44 @@ def case_multiengine():
         print("SKIP: needs 2 CPUs for 2 engines")
         sys.exit(SKIP)
     with Bed("multi", queues=2) as bed:
-        # B's egress queue = A's RX queue (veth). Emulate a NIC's ntuple rules:
-        # server side by the source port's low bit, client side by the
-        # destination's sub-range (plan: engine 1 = 63488-65535 = 63488/0xf800).
-        sh("tc", "qdisc", "add", "dev", bed.vb, "root", "handle", "1:", "multiq", ns=bed.b)
-        for match in (["ip", "sport", "1", "0x0001"], ["ip", "dport", "63488", "0xf800"]):
-            sh("tc", "filter", "add", "dev", bed.vb, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-               "match", "ip", "protocol", "6", "0xff", "match", *match,
-               "action", "skbedit", "queue_mapping", "1", ns=bed.b)
+        # B's TX queue i arrives on A's RX queue i (veth), i.e. on engine i. No
+        # NIC here steers by port, and this kernel has no tc skbedit/multiq, so
+        # B plays the NIC with XPS: TX queue i is used by CPU i, and every B
+        # thread that sends on a connection is pinned to the CPU of the engine
+        # the plan names (softirq replies run on the CPU the frame came in on,
+        # which is the engine's own lcore, so they follow).
+        for q in (0, 1):
+            sh("sh", "-c", f"echo {1 << q:x} > /sys/class/net/{bed.vb}/queues/tx-{q}/xps_cpus", ns=bed.b)
+        all_cpus = os.sched_getaffinity(0)
+        reserved_before = reserved(bed)
+        bpf_before = bpffs_entries()
         c = bed.spawn(echo_args(bed, ["--cores", "2", "--stats"]))
-        if not c.wait_for(r"listening on"):
+        started = c.wait_for(r"listening on")
+        out = c.output()
+        # The plan is computed and logged before any device is touched.
+        check(re.search(r"engine 0 \(queue 0\): local ports 61440-63487", out) and
+              re.search(r"engine 1 \(queue 1\): local ports 63488-65535", out),
+              "2-engine plan: the client range split in two contiguous halves")
+        check(re.search(r"server port 7: by source port 0/0x0001 -> engine 0 \(50.0%\), "
+                        r"1/0x0001 -> engine 1 \(50.0%\)", out),
+              "2-engine plan: port 7 spread by the source port's low bit")
+        if not started and re.search(r"fewer combined channels", out):
+            c.stop()
+            left = leftovers(bed, reserved_before, bpf_before)
+            check(not left, f"the refused 2-queue start left nothing behind {left}")
+            print("SKIP: the af_xdp PMD (DPDK 22.11) needs ethtool 'combined' channels for more than one "
+                  "queue and veth only reports rx/tx channels, so 2 engines cannot run on veth here:\n"
+                  + out.splitlines()[-1])
+            sys.exit(SKIP)
+        if not started:
             steer_ok_or_skip(c)
-            raise Fail(f"crescent-echo --cores 2 did not start:\n{c.output()}")
+            raise Fail(f"crescent-echo --cores 2 did not start:\n{out}")
         print("\n".join(l for l in c.lines if "engine" in l and "port" in l))
         # Server: 16 connections from chosen source ports, 8 even and 8 odd.
         sports = list(range(40100, 40116))
         fails = 0
         for sp in sports:
+            os.sched_setaffinity(0, {sp & 1})  # plan: engine = source port low bit
             try:
                 s = connect_from(bed.b, IP_A, 7, sport=sp)
                 s.sendall(b"x" * 100)
@@ -704,6 +726,7 @@ def case_multiengine():
             except Exception as e:  # noqa: BLE001
                 print(f"connection from {sp}: {e}")
                 fails += 1
+        os.sched_setaffinity(0, all_cpus)
         check(fails == 0, f"{len(sports)} echo connections to a 2-engine server")
         rc = c.stop()
         stats = engine_lines(c.output())
@@ -726,7 +749,8 @@ def case_multiengine():
                     continue
                 seen.append(peer[1])
 
-                def pump(s=s):
+                def pump(s=s, port=peer[1]):
+                    os.sched_setaffinity(0, {1 if port >= 63488 else 0})  # engine 1: 63488-65535
                     s.settimeout(10)
                     try:
                         while True:
