@@ -47,6 +47,7 @@ struct Options {
     bool stats = false;
     CongestionControl cc = CongestionControl::NewReno;
     double timeout = 120;     // client: give up after this many seconds
+    bool show_plan = false;   // print the port plan and exit
 };
 
 [[noreturn]] void die(const std::string& msg) {
@@ -57,7 +58,7 @@ struct Options {
 const char* usage =
     "usage: crescent-echo (--iface IFACE | --eal \"ARGS\" --ip A.B.C.D/LEN [--mac MAC] [--neighbour IP=MAC]...\n"
     "                      [--gateway IP]) [--port P] [--mode inline|batch] [--cores N] [--file-prefix P]\n"
-    "                     [--no-huge] [--burst N] [--idle-sleep-us N] [--stats]\n"
+    "                     [--no-huge] [--burst N] [--idle-sleep-us N] [--stats] [--show-plan]\n"
     "                     [--impair loss=P,dup=P,reorder=P,delay=Nms,seed=N]   (testing: netem-like, both ways)\n"
     "                     [--client HOST [--conns N] [--bytes N] [--cc newreno|cubic|dctcp] [--timeout SEC]]\n";
 
@@ -96,6 +97,7 @@ Options parse(int argc, char** argv) {
             o.rt.engine.idle_sleep = std::chrono::microseconds(parse_u64(a, val(), 1, 1000000));
             o.rt.engine.idle_spin = 1000;
         } else if (a == "--stats") o.stats = true;
+        else if (a == "--show-plan") o.show_plan = true;
         else if (a == "--impair") o.rt.impair = val();
         else if (a == "--copy-rx") o.rt.zero_copy_rx = false;
         else if (a == "--client") o.client = val();
@@ -290,6 +292,15 @@ int main(int argc, char** argv) {
         die("--client: '" + o.client + "' is not an IPv4 address");
 
     std::string err;
+    if (o.show_plan) {  // the port plan of these options; nothing is started
+        std::string plan = Runtime::describe_plan(o.rt, &err);
+        if (plan.empty()) {
+            std::fprintf(stderr, "%s\n", err.c_str());
+            return 1;
+        }
+        std::printf("%s\n", plan.c_str());
+        return 0;
+    }
     auto rt = Runtime::start(o.rt, &err);
     if (!rt) {
         std::fprintf(stderr, "%s\n", err.c_str());
