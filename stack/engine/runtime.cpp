@@ -49,8 +49,9 @@ std::vector<std::string> split_args(const std::string& s) {
 }
 
 std::string with_prefix(std::string m) {
-    if (m.rfind("crescent: ", 0) == 0) return m;
-    return "crescent: " + m;
+    constexpr std::string_view kPrefix = "crescent: ";
+    if (!std::string_view(m).starts_with(kPrefix)) m.insert(0, kPrefix);
+    return m;
 }
 
 // The port plan (bifurcation/plan.hpp) of these options: the application's
