@@ -569,11 +569,17 @@ def case_restart():
 
 def case_mixed():
     with Bed("mixed") as bed:
+        # Application slot 1 of 2: the upper half of the client range is ours.
         c = bed.spawn([MIXED, "--iface", bed.va, "--port", "7", "--http-port", "8080",
-                       "--file-prefix", bed.prefix])
+                       "--app-slots", "2", "--app-slot", "1", "--file-prefix", bed.prefix])
         if not c.wait_for(r"HTTP status on"):
             steer_ok_or_skip(c)
             raise Fail(f"crescent-mixed did not start:\n{c.output()}")
+        check(reserved(bed) == "63488-65535", f"slot 1 of 2 reserved 63488-65535 (got {reserved(bed)!r})")
+        # A client that never sends its request: it must not hold up the loop,
+        # and the server drops it after its 5 s head timeout.
+        idle = connect_from(bed.b, IP_A, 8080)
+        idle_t0 = time.time()
         echo, status = Counter(), Counter()
         echo_load(bed, echo, bed.b, IP_A, 7, conns=3)
         last = {}
@@ -600,9 +606,19 @@ def case_mixed():
         check(snap.get("echo", {}).get("accepted", 0) >= 3, "status counts the echo connections")
         check(snap.get("echo", {}).get("bytes", 0) > 0, "status counts echoed bytes")
         check(snap.get("ip") == IP_A, "both served on the same IP")
+        check(snap.get("client_ports") == "63488-65535",
+              f"the engine's client ports are the plan's (got {snap.get('client_ports')})")
         bad = fetch_raw(bed.b, IP_A, 8080, b"POST / HTTP/1.0\r\n\r\n")
         check(bad.startswith(b"HTTP/1.0 405"), "POST answered 405")
         check(fetch_raw(bed.b, IP_A, 8080, b"GET /nope HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 404"), "unknown path 404")
+        idle.settimeout(8)
+        try:
+            dropped = idle.recv(1) == b""
+        except OSError:
+            dropped = True
+        waited = time.time() - idle_t0
+        idle.close()
+        check(dropped and 4.5 <= waited <= 9, f"a silent HTTP client was dropped after {waited:.1f}s (5 s head timeout)")
         check(c.stop() == 0, "crescent-mixed exited cleanly")
 
 
