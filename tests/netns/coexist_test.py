@@ -3,7 +3,7 @@
 
 Usage: coexist_test.py ECHO MIXED CASE
   ECHO   the crescent-echo binary       MIXED  the crescent-mixed binary
-  CASE   samenet | restart | mixed | overlap | crash | multiengine
+  CASE   samenet | restart | mixed | overlap | crash | multiengine | badargs
 
 Every case builds its own namespaces with `tools/testbed up NAME` (NAME unique
 per process: <NAME>-a runs crescent on <NAME>-va 10.77.0.1, <NAME>-b is the
@@ -34,6 +34,8 @@ wait is bounded. Exit: 0 pass, 1 fail, 77 skip (not root / no AF_XDP).
               plan names for their source port, and a 2-engine client's
               replies come back to each engine's own client sub-range. What
               this does NOT test: port-based queue selection itself (no NIC).
+  badargs     crescent-mixed rejects bad options with one line; --show-plan
+              prints the plan without starting anything (runs without root).
 """
 import ctypes
 import glob
@@ -796,7 +798,34 @@ def case_multiengine():
               "no client engine received a segment of the other's connections")
 
 
+def case_badargs():
+    """crescent-mixed's options: one-line refusals (exit 2) and --show-plan, without root."""
+    bad = [
+        (["--port", "7"], "--iface IFACE is required"),
+        (["--iface", "x", "--http-port", "7"], "is also the echo --port"),
+        (["--iface", "x", "--http-port", "62000"], "client port range"),
+        (["--iface", "x", "--port", "0"], "not a number in 1..65535"),
+        (["--iface", "x", "--port", "7x"], "not a number"),
+        (["--iface", "x", "--bogus"], "unknown option '--bogus'"),
+        (["--iface"], "--iface needs a value"),
+    ]
+    for args, want in bad:
+        r = subprocess.run([MIXED] + args, capture_output=True, text=True, timeout=TIMEOUT)
+        err = r.stderr.strip()
+        check(r.returncode == 2 and want in err and "\n" not in err,
+              f"crescent-mixed {' '.join(args)} -> exit 2, one line: {err}")
+    r = subprocess.run([MIXED, "--iface", "x", "--app-slots", "2", "--app-slot", "2", "--show-plan"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    check(r.returncode == 1 and "slot 2 out of range" in r.stderr, f"bad plan refused: {r.stderr.strip()}")
+    r = subprocess.run([MIXED, "--iface", "x", "--app-slots", "4", "--app-slot", "3", "--port", "9000",
+                        "--show-plan"], capture_output=True, text=True, timeout=TIMEOUT)
+    print(r.stdout)
+    check(r.returncode == 0 and "client ports 64512-65535" in r.stdout and "server port 9000" in r.stdout,
+          "--show-plan prints slot 3 of 4 (64512-65535) and the echo port, starting nothing")
+
+
 CASES = {
+    "badargs": case_badargs,
     "samenet": case_samenet,
     "restart": case_restart,
     "mixed": case_mixed,
@@ -811,10 +840,10 @@ def main():
     if len(sys.argv) != 4 or sys.argv[3] not in CASES:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    if os.geteuid() != 0:
+    ECHO, MIXED = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    if sys.argv[3] != "badargs" and os.geteuid() != 0:
         print("SKIP: needs root")
         return SKIP
-    ECHO, MIXED = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     try:
         CASES[sys.argv[3]]()
     except Fail as e:
