@@ -34,6 +34,8 @@
 #include <crescent/engine.hpp>
 #include <crescent/runtime.hpp>
 
+#include "examples/cli.hpp"
+
 namespace {
 
 using namespace crescent;
@@ -50,10 +52,7 @@ struct Options {
     bool show_plan = false;   // print the port plan and exit
 };
 
-[[noreturn]] void die(const std::string& msg) {
-    std::fprintf(stderr, "crescent-echo: %s\n", msg.c_str());
-    std::exit(2);
-}
+[[noreturn]] void die(const std::string& msg) { examples::fail("crescent-echo", msg); }
 
 const char* usage =
     "usage: crescent-echo (--iface IFACE | --eal \"ARGS\" --ip A.B.C.D/LEN [--mac MAC] [--neighbour IP=MAC]...\n"
@@ -62,57 +61,31 @@ const char* usage =
     "                     [--impair loss=P,dup=P,reorder=P,delay=Nms,seed=N]   (testing: netem-like, both ways)\n"
     "                     [--client HOST [--conns N] [--bytes N] [--cc newreno|cubic|dctcp] [--timeout SEC]]\n";
 
-uint64_t parse_u64(std::string_view flag, const char* v, uint64_t lo, uint64_t hi) {
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long n = std::strtoull(v, &end, 10);
-    if (errno || end == v || *end != '\0' || n < lo || n > hi)
-        die(std::string(flag) + ": '" + v + "' is not a number in " + std::to_string(lo) + ".." + std::to_string(hi));
-    return n;
-}
-
 Options parse(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        std::string_view a = argv[i];
-        auto val = [&]() -> const char* {
-            if (i + 1 >= argc) die(std::string(a) + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--iface") o.rt.iface = val();
-        else if (a == "--eal") o.rt.eal = val();
-        else if (a == "--port") o.port = uint16_t(parse_u64(a, val(), 1, 65535));
+    examples::Cli cli("crescent-echo", argc, argv, usage);
+    while (cli.next()) {
+        if (cli.runtime_option(o.rt)) continue;
+        std::string_view a = cli.flag();
+        if (a == "--port") o.port = uint16_t(cli.number(1, 65535));
         else if (a == "--mode") {
-            const char* v = val();
+            const char* v = cli.value();
             if (!parse_dispatch_mode(v, &o.rt.engine.mode)) die(std::string("--mode: '") + v + "' is not inline or batch");
-        } else if (a == "--cores") o.rt.cores = unsigned(parse_u64(a, val(), 1, 64));
-        else if (a == "--file-prefix") o.rt.file_prefix = val();
-        else if (a == "--ip") o.rt.ip = val();
-        else if (a == "--mac") o.rt.mac = val();
-        else if (a == "--gateway") o.rt.gateway = val();
-        else if (a == "--neighbour" || a == "--neighbor") o.rt.neighbours.push_back(val());
-        else if (a == "--no-huge") o.rt.no_huge = true;
-        else if (a == "--burst") o.rt.engine.burst = uint16_t(parse_u64(a, val(), 1, 512));
+        } else if (a == "--burst") o.rt.engine.burst = uint16_t(cli.number(1, 512));
         else if (a == "--idle-sleep-us") {
-            o.rt.engine.idle_sleep = std::chrono::microseconds(parse_u64(a, val(), 1, 1000000));
+            o.rt.engine.idle_sleep = std::chrono::microseconds(cli.number(1, 1000000));
             o.rt.engine.idle_spin = 1000;
         } else if (a == "--stats") o.stats = true;
         else if (a == "--show-plan") o.show_plan = true;
-        else if (a == "--impair") o.rt.impair = val();
         else if (a == "--copy-rx") o.rt.zero_copy_rx = false;
-        else if (a == "--client") o.client = val();
-        else if (a == "--conns") o.conns = unsigned(parse_u64(a, val(), 1, 4096));
-        else if (a == "--bytes") o.bytes = parse_u64(a, val(), 1, uint64_t(1) << 40);
-        else if (a == "--timeout") o.timeout = double(parse_u64(a, val(), 1, 86400));
+        else if (a == "--client") o.client = cli.value();
+        else if (a == "--conns") o.conns = unsigned(cli.number(1, 4096));
+        else if (a == "--bytes") o.bytes = cli.number(1, uint64_t(1) << 40);
+        else if (a == "--timeout") o.timeout = double(cli.number(1, 86400));
         else if (a == "--cc") {
-            const char* v = val();
+            const char* v = cli.value();
             if (!parse_congestion_control(v, &o.cc)) die(std::string("--cc: '") + v + "' is not newreno, cubic or dctcp");
-        } else if (a == "-h" || a == "--help") {
-            std::fputs(usage, stdout);
-            std::exit(0);
-        } else {
-            die("unknown option '" + std::string(a) + "' (see --help)");
-        }
+        } else cli.unknown();
     }
     if (o.rt.iface.empty() == o.rt.eal.empty()) die("give exactly one of --iface IFACE or --eal \"ARGS\"");
     if (!o.rt.eal.empty() && o.rt.ip.empty()) die("--eal needs --ip A.B.C.D/LEN (the device has no kernel address)");

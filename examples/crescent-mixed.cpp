@@ -45,6 +45,8 @@
 #include <crescent/engine.hpp>
 #include <crescent/runtime.hpp>
 
+#include "examples/cli.hpp"
+
 namespace {
 
 using namespace crescent;
@@ -57,48 +59,24 @@ struct Options {
     bool show_plan = false;
 };
 
-[[noreturn]] void die(const std::string& msg) {
-    std::fprintf(stderr, "crescent-mixed: %s\n", msg.c_str());
-    std::exit(2);
-}
+[[noreturn]] void die(const std::string& msg) { examples::fail("crescent-mixed", msg); }
 
 const char* usage =
     "usage: crescent-mixed --iface IFACE [--port P] [--http-port P] [--file-prefix P]\n"
     "                      [--app-slot N --app-slots N] [--no-huge] [--stats] [--show-plan]\n"
     "  echo on --port through crescent (AF_XDP), HTTP/1.0 status (GET /) on --http-port through kernel TCP\n";
 
-uint64_t parse_u64(std::string_view flag, const char* v, uint64_t lo, uint64_t hi) {
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long n = std::strtoull(v, &end, 10);
-    if (errno || end == v || *end != '\0' || n < lo || n > hi)
-        die(std::string(flag) + ": '" + v + "' is not a number in " + std::to_string(lo) + ".." + std::to_string(hi));
-    return n;
-}
-
 Options parse(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        std::string_view a = argv[i];
-        auto val = [&]() -> const char* {
-            if (i + 1 >= argc) die(std::string(a) + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--iface") o.rt.iface = val();
-        else if (a == "--port") o.port = uint16_t(parse_u64(a, val(), 1, 65535));
-        else if (a == "--http-port") o.http_port = uint16_t(parse_u64(a, val(), 1, 65535));
-        else if (a == "--file-prefix") o.rt.file_prefix = val();
-        else if (a == "--app-slot") o.rt.app_slot = uint16_t(parse_u64(a, val(), 0, 255));
-        else if (a == "--app-slots") o.rt.app_slots = uint16_t(parse_u64(a, val(), 1, 256));
-        else if (a == "--no-huge") o.rt.no_huge = true;
-        else if (a == "--stats") o.stats = true;
-        else if (a == "--show-plan") o.show_plan = true;
-        else if (a == "-h" || a == "--help") {
-            std::fputs(usage, stdout);
-            std::exit(0);
-        } else {
-            die("unknown option '" + std::string(a) + "' (see --help)");
-        }
+    examples::Cli cli("crescent-mixed", argc, argv, usage);
+    while (cli.next()) {
+        if (cli.is("--eal")) cli.die("--eal is not supported: crescent-mixed shares a kernel interface (--iface)");
+        if (cli.runtime_option(o.rt)) continue;
+        if (cli.is("--port")) o.port = uint16_t(cli.number(1, 65535));
+        else if (cli.is("--http-port")) o.http_port = uint16_t(cli.number(1, 65535));
+        else if (cli.is("--stats")) o.stats = true;
+        else if (cli.is("--show-plan")) o.show_plan = true;
+        else cli.unknown();
     }
     if (o.rt.iface.empty()) die("--iface IFACE is required (the interface crescent shares with the kernel)");
     if (o.http_port == o.port) die("--http-port " + std::to_string(o.http_port) + " is also the echo --port");

@@ -1,0 +1,86 @@
+// Command-line plumbing shared by the crescent examples: one-line errors that
+// name the problem (exit status 2), bounded integers, and the RuntimeOptions
+// flags every example takes (device, addressing, port plan, testing aids).
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include <crescent/runtime.hpp>
+
+namespace crescent::examples {
+
+// "<prog>: <msg>" on stderr, exit status 2.
+[[noreturn]] inline void fail(const char* prog, const std::string& msg) {
+    std::fprintf(stderr, "%s: %s\n", prog, msg.c_str());
+    std::exit(2);
+}
+
+class Cli {
+public:
+    Cli(const char* prog, int argc, char** argv, const char* usage)
+        : prog_(prog), argc_(argc), argv_(argv), usage_(usage) {}
+
+    // Advance to the next flag; false when the arguments are exhausted.
+    bool next() { return ++i_ < argc_ && (flag_ = argv_[i_], true); }
+    std::string_view flag() const { return flag_; }
+    bool is(std::string_view f) const { return flag_ == f; }
+
+    // The current flag's value (the next argument), or a one-line error.
+    const char* value() {
+        if (i_ + 1 >= argc_) die(std::string(flag_) + " needs a value");
+        return argv_[++i_];
+    }
+    uint64_t number(uint64_t lo, uint64_t hi) {
+        const char* v = value();
+        char* end = nullptr;
+        errno = 0;
+        unsigned long long n = std::strtoull(v, &end, 10);
+        if (errno || end == v || *end != '\0' || n < lo || n > hi)
+            die(std::string(flag_) + ": '" + v + "' is not a number in " + std::to_string(lo) + ".." +
+                std::to_string(hi));
+        return n;
+    }
+
+    [[noreturn]] void die(const std::string& msg) const { fail(prog_, msg); }
+    // -h/--help prints the usage and exits 0; anything else is an unknown option.
+    [[noreturn]] void unknown() const {
+        if (flag_ == "-h" || flag_ == "--help") {
+            std::fputs(usage_, stdout);
+            std::exit(0);
+        }
+        die("unknown option '" + std::string(flag_) + "' (see --help)");
+    }
+
+    // The Runtime flags shared by the examples; true when the current flag was one.
+    bool runtime_option(RuntimeOptions& rt) {
+        if (is("--iface")) rt.iface = value();
+        else if (is("--eal")) rt.eal = value();
+        else if (is("--cores")) rt.cores = unsigned(number(1, 64));
+        else if (is("--file-prefix")) rt.file_prefix = value();
+        else if (is("--ip")) rt.ip = value();
+        else if (is("--mac")) rt.mac = value();
+        else if (is("--gateway")) rt.gateway = value();
+        else if (is("--neighbour") || is("--neighbor")) rt.neighbours.push_back(value());
+        else if (is("--no-huge")) rt.no_huge = true;
+        else if (is("--app-slot")) rt.app_slot = uint16_t(number(0, 255));
+        else if (is("--app-slots")) rt.app_slots = uint16_t(number(1, 256));
+        else if (is("--impair")) rt.impair = value();
+        else return false;
+        return true;
+    }
+
+private:
+    const char* prog_;
+    int argc_;
+    char** argv_;
+    const char* usage_;
+    int i_ = 0;
+    std::string_view flag_;
+};
+
+} // namespace crescent::examples
