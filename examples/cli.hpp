@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,29 @@ namespace crescent::examples {
 [[noreturn]] inline void fail(const char* prog, const std::string& msg) {
     std::fprintf(stderr, "%s: %s\n", prog, msg.c_str());
     std::exit(2);
+}
+
+// `--show-plan`: print the port plan of `o` and exit 0 (nothing is started).
+// Otherwise start the Runtime, or print its one-line error and exit 1; on
+// success the device line goes to stderr and the Runtime is returned.
+inline std::unique_ptr<Runtime> start_or_exit(const char* prog, const RuntimeOptions& o, bool show_plan) {
+    std::string err;
+    if (show_plan) {
+        std::string plan = Runtime::describe_plan(o, &err);
+        if (plan.empty()) {
+            std::fprintf(stderr, "%s\n", err.c_str());
+            std::exit(1);
+        }
+        std::printf("%s\n", plan.c_str());
+        std::exit(0);
+    }
+    auto rt = Runtime::start(o, &err);
+    if (!rt) {
+        std::fprintf(stderr, "%s\n", err.c_str());
+        std::exit(1);
+    }
+    std::fprintf(stderr, "%s: %s\n", prog, rt->describe().c_str());
+    return rt;
 }
 
 class Cli {

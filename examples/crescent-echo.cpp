@@ -264,22 +264,7 @@ int main(int argc, char** argv) {
     if (!o.client.empty() && !Ipv4::parse(o.client, &server_ip))
         die("--client: '" + o.client + "' is not an IPv4 address");
 
-    std::string err;
-    if (o.show_plan) {  // the port plan of these options; nothing is started
-        std::string plan = Runtime::describe_plan(o.rt, &err);
-        if (plan.empty()) {
-            std::fprintf(stderr, "%s\n", err.c_str());
-            return 1;
-        }
-        std::printf("%s\n", plan.c_str());
-        return 0;
-    }
-    auto rt = Runtime::start(o.rt, &err);
-    if (!rt) {
-        std::fprintf(stderr, "%s\n", err.c_str());
-        return 1;
-    }
-    std::fprintf(stderr, "crescent-echo: %s\n", rt->describe().c_str());
+    auto rt = examples::start_or_exit("crescent-echo", o.rt, o.show_plan);
     const bool batch = o.rt.engine.mode == DispatchMode::Batch;
 
     if (o.client.empty()) {

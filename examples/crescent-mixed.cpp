@@ -336,23 +336,7 @@ void print_stats(Engine& e) {
 
 int main(int argc, char** argv) {
     Options o = parse(argc, argv);
-    std::string err;
-    if (o.show_plan) {
-        std::string plan = Runtime::describe_plan(o.rt, &err);
-        if (plan.empty()) {
-            std::fprintf(stderr, "%s\n", err.c_str());
-            return 1;
-        }
-        std::printf("%s\n", plan.c_str());
-        return 0;
-    }
-
-    auto rt = Runtime::start(o.rt, &err);
-    if (!rt) {
-        std::fprintf(stderr, "%s\n", err.c_str());
-        return 1;
-    }
-    std::fprintf(stderr, "crescent-mixed: %s\n", rt->describe().c_str());
+    auto rt = examples::start_or_exit("crescent-mixed", o.rt, o.show_plan);
 
     Echo echo;
     std::unique_ptr<StatusServer> status;
