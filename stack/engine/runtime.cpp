@@ -7,6 +7,7 @@
 // (ports, XDP program, rte_eal_cleanup, files).
 #include <crescent/runtime.hpp>
 
+#include <net/if.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -164,6 +165,9 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
         if (!plan) return fail(e);
         impl->plan = plan->describe();
         if (iface_mode) {
+            // Nothing is claimed or reserved for an interface that is not there.
+            if (if_nametoindex(o.iface.c_str()) == 0)
+                return fail(fmt::format("no network interface '{}' in this network namespace (see `ip link`)", o.iface));
             bifurcation::SessionOptions so;
             so.reserve_ports = o.reserve_ports;
             so.extra_cleanup = detach_stale_xdp;
