@@ -26,6 +26,13 @@ Cases:
                     SYNs carry window scale, SACK-permitted and timestamps.
   badinput          unknown interface, EAL failure, interface already in use:
                     one-line error, non-zero exit, nothing left behind.
+  gateway           three namespaces A - G - B (G forwards): crescent client in A
+                    <-> kernel-echo in B, reachable only through the route via G;
+                    crescent takes the route from netlink and the gateway's MAC
+                    from the kernel's neighbour table (no static ARP), byte-exact.
+  mac_change        Linux echo-load in B <-> crescent server in A; B's MAC is
+                    changed (ip link set address) and announced by ARP; a second
+                    run succeeds only if crescent took the new MAC from netlink.
 Exit 77 (skip) when not root.
 """
 import os
@@ -372,6 +379,158 @@ def case_badinput(testbed):
         return 0 if ok else 1
 
 
+# ---- routing and neighbours learned from the kernel (issue 4) --------------------------
+
+class GatewayBed(Bed):
+    """Three namespaces A - G - B: veth 10.78.1.0/24 (A-G) and 10.78.2.0/24 (G-B), G
+    forwards; A's default route and B's route to 10.78.1.0/24 go via G. No static ARP."""
+
+    A_IP, GA_IP, GB_IP, B_IP = "10.78.1.2", "10.78.1.1", "10.78.2.1", "10.78.2.2"
+
+    def __init__(self, testbed, tag):
+        super().__init__(testbed, tag)
+        self.g = self.name + "-g"
+        self.va, self.vga = self.name + "-ag", self.name + "-ga"   # A <-> G
+        self.vgb, self.vb = self.name + "-gb", self.name + "-bg"   # G <-> B
+
+    def ns(self, which):
+        return {"a": self.a, "b": self.b, "g": self.g}[which]
+
+    def __enter__(self):
+        sh(self.testbed, "hugepages", "512")
+        sh(self.testbed, "bpffs", check=False)
+        try:
+            for n in (self.a, self.g, self.b):
+                sh("ip", "netns", "add", n)
+                sh("ip", "-n", n, "link", "set", "lo", "up")
+            sh("ip", "link", "add", self.va, "netns", self.a, "type", "veth", "peer", "name", self.vga,
+               "netns", self.g)
+            sh("ip", "link", "add", self.vgb, "netns", self.g, "type", "veth", "peer", "name", self.vb,
+               "netns", self.b)
+            for n, dev, addr in ((self.a, self.va, self.A_IP), (self.g, self.vga, self.GA_IP),
+                                 (self.g, self.vgb, self.GB_IP), (self.b, self.vb, self.B_IP)):
+                sh("ip", "-n", n, "addr", "add", addr + "/24", "dev", dev)
+                sh("ip", "-n", n, "link", "set", dev, "up")
+                # Kernel-side peers must send full checksums and MTU-sized frames (TESTBED.md).
+                sh("ip", "netns", "exec", n, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off",
+                   "gro", "off", check=False)
+            sh("ip", "netns", "exec", self.g, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+            sh("ip", "-n", self.a, "route", "add", "default", "via", self.GA_IP)
+            sh("ip", "-n", self.b, "route", "add", "10.78.1.0/24", "via", self.GB_IP)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        sh("ip", "netns", "del", self.g, check=False)
+
+
+def neigh(bed, which, ip):
+    """The kernel's neighbour entry for ip in a namespace ('' if none)."""
+    return bed.run(which, "ip", "neigh", "show", ip, timeout=10).stdout.strip()
+
+
+def case_gateway(testbed):
+    with GatewayBed(testbed, "gw") as bed:
+        # Nothing in A has talked to G yet: whatever MAC crescent uses must come from
+        # the kernel resolving the gateway on crescent's behalf.
+        before = neigh(bed, "a", bed.GA_IP)
+        if before:
+            print(f"FAIL: A already has a neighbour entry for the gateway: {before}")
+            return 1
+        srv = kernel_server(bed, "b", bed.B_IP)
+        if not bed.wait_port("b", bed.B_IP, 7):
+            print("FAIL: kernel-echo did not come up")
+            return 1
+        # G reaches B (the second hop works) without touching A's tables.
+        if bed.run("g", "ping", "-c", "1", "-W", "2", bed.B_IP, timeout=10).returncode != 0:
+            print("FAIL: the gateway namespace cannot reach B")
+            return 1
+        ok = True
+        for conns, size in [(1, 1), (4, 100000), (4, 1 << 20)]:
+            r = crescent_client(bed, "a", bed.va, bed.B_IP, conns, size, timeout=180)
+            report(r)
+            ok = ok and r.returncode == 0 and '"ok":true' in r.stdout
+        after = neigh(bed, "a", bed.GA_IP)
+        print(f"A's neighbour entry for the gateway: {after or '(none)'}")
+        if not after or "lladdr" not in after or "PERMANENT" in after:
+            print("FAIL: the gateway's MAC was not learned dynamically by the kernel in A")
+            ok = False
+        # Nothing in A may have resolved B directly (it is off-link).
+        direct = neigh(bed, "a", bed.B_IP)
+        if direct:
+            print(f"FAIL: A has a neighbour entry for the off-link server: {direct}")
+            ok = False
+        stop(srv, "kernel-echo")
+        return 0 if ok and bed.no_leftovers("a", bed.va) else 1
+
+
+def echo_load(bed, which, host, mode, timeout=60):
+    r = bed.run(which, ECHO_LOAD, "--host", host, "--port", "7", "--conns", "4", "--size", "4096",
+                "--duration", "2", "--mode", mode, timeout=timeout)
+    print(f"echo-load {mode}: rc={r.returncode} {r.stdout.strip()} {r.stderr.strip()[-1500:]}")
+    return r.returncode == 0 and '"ok":true' in r.stdout
+
+
+def link_mac(bed, which, dev):
+    out = bed.run(which, "ip", "-o", "link", "show", dev, timeout=10).stdout
+    m = re.search(r"link/ether ([0-9a-f:]{17})", out)
+    return m.group(1) if m else ""
+
+
+def case_mac_change(testbed):
+    with Bed(testbed, "mac") as bed:
+        srv = crescent_server(bed, "a", bed.va)
+        if not bed.wait_port("b", "10.77.0.1", 7):
+            print("FAIL: crescent-echo did not come up:", stop(srv, "crescent-echo")[1][-2000:])
+            return 1
+        ok = echo_load(bed, "b", "10.77.0.1", "rr") and echo_load(bed, "b", "10.77.0.1", "stream")
+        old_mac = link_mac(bed, "b", bed.vb)
+        entry = neigh(bed, "a", "10.77.0.2")
+        print(f"before: B's MAC {old_mac}; A's entry: {entry}")
+        if old_mac not in entry or "PERMANENT" in entry:
+            print("FAIL: A's kernel did not learn B's MAC dynamically")
+            ok = False
+        # Locally administered, and distinct from the old one.
+        new_mac = "02:4e:77:%02x:%02x:%02x" % ((os.getpid() >> 16) & 0xff, (os.getpid() >> 8) & 0xff,
+                                               os.getpid() & 0xff)
+        if new_mac == old_mac:
+            new_mac = new_mac[:-2] + ("01" if new_mac[-2:] != "01" else "02")
+        if bed.run("b", "ip", "link", "set", "dev", bed.vb, "address", new_mac, timeout=10).returncode != 0:
+            # veth without live address change: the classic down / set / up.
+            bed.run("b", "ip", "link", "set", "dev", bed.vb, "down", timeout=10, check=True)
+            bed.run("b", "ip", "link", "set", "dev", bed.vb, "address", new_mac, timeout=10, check=True)
+            bed.run("b", "ip", "link", "set", "dev", bed.vb, "up", timeout=10, check=True)
+        if link_mac(bed, "b", bed.vb) != new_mac:
+            print(f"FAIL: could not set B's MAC to {new_mac}")
+            ok = False
+        # B forgets A and pings it: its ARP request carries the new MAC, from which
+        # A's kernel updates its neighbour entry (and tells crescent over netlink).
+        bed.run("b", "ip", "neigh", "flush", "all", timeout=10)
+        learned = False
+        end = time.time() + 15
+        while time.time() < end:
+            bed.run("b", "ping", "-c", "1", "-W", "1", "10.77.0.1", timeout=5)
+            entry = neigh(bed, "a", "10.77.0.2")
+            if new_mac in entry:
+                learned = True
+                break
+            time.sleep(0.3)
+        print(f"after: B's MAC {new_mac}; A's entry: {entry}")
+        if not learned:
+            print("FAIL: A's kernel did not learn B's new MAC")
+            ok = False
+        # crescent must now address B by the new MAC: with the old one, B's kernel
+        # drops every reply (PACKET_OTHERHOST) and these runs fail.
+        ok = echo_load(bed, "b", "10.77.0.1", "rr") and echo_load(bed, "b", "10.77.0.1", "stream") and ok
+        rc, err = stop(srv, "crescent-echo")
+        print(err.strip()[-1500:])
+        ok = ok and rc == 0 and bed.no_leftovers("a", bed.va)
+        return 0 if ok else 1
+
+
 def main():
     if len(sys.argv) != 5:
         print(__doc__)
@@ -393,6 +552,15 @@ def main():
         return case_capture(testbed)
     if case == "badinput":
         return case_badinput(testbed)
+    if case == "gateway":
+        return case_gateway(testbed)
+    if case == "mac_change":
+        global ECHO_LOAD
+        ECHO_LOAD = os.environ.get("CRESCENT_ECHO_LOAD", "")
+        if not ECHO_LOAD:
+            print("mac_change needs CRESCENT_ECHO_LOAD (path of tools/echo-load)")
+            return 2
+        return case_mac_change(testbed)
     print(f"unknown case {case}")
     return 2
 
