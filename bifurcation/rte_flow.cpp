@@ -1,18 +1,10 @@
 // crescent — rte_flow backend of the port plan. See rte_flow.hpp.
 #include "bifurcation/rte_flow.hpp"
 
-// DPDK 22.11 headers use ++/-- on volatile members, deprecated in C++20.
-#pragma GCC diagnostic push
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wvolatile"
-#else
-#pragma GCC diagnostic ignored "-Wdeprecated-volatile"
-#endif
 #include <rte_byteorder.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_flow.h>
-#pragma GCC diagnostic pop
 
 #include <cerrno>
 

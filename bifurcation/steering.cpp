@@ -1,15 +1,7 @@
 // crescent — steering backend selection and installation. See steering.hpp.
 #include "bifurcation/steering.hpp"
 
-// DPDK 22.11 headers use ++/-- on volatile members, deprecated in C++20.
-#pragma GCC diagnostic push
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wvolatile"
-#else
-#pragma GCC diagnostic ignored "-Wdeprecated-volatile"
-#endif
 #include <rte_ethdev.h>
-#pragma GCC diagnostic pop
 
 #include <cerrno>
 

@@ -41,14 +41,9 @@
 #include <string>
 #include <vector>
 
-#pragma GCC diagnostic push
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wvolatile"
-#endif
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
-#pragma GCC diagnostic pop
 
 #include "bifurcation/ntuple.hpp"
 #include "bifurcation/plan.hpp"

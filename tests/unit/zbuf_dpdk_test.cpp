@@ -18,15 +18,10 @@
 #include <set>
 #include <thread>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpragmas"
-#pragma GCC diagnostic ignored "-Wvolatile"
-#pragma GCC diagnostic ignored "-Wdeprecated-volatile"
 #include <rte_eal.h>
 #include <rte_mbuf.h>
 #include <rte_memory.h>
 #include <rte_mempool.h>
-#pragma GCC diagnostic pop
 
 using namespace crescent;
 using namespace crescent::zbuf;
