@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include <crescent/engine.hpp>
 #include <crescent/runtime.hpp>
 
 namespace crescent::examples {
@@ -42,6 +43,15 @@ inline std::unique_ptr<Runtime> start_or_exit(const char* prog, const RuntimeOpt
     }
     std::fprintf(stderr, "%s: %s\n", prog, rt->describe().c_str());
     return rt;
+}
+
+// One stderr line with an engine's non-zero counters (for --stats).
+inline void print_engine_stats(Engine& e) {
+    std::fprintf(stderr, "engine %u:", e.index());
+    e.stats().for_each([](std::string_view name, uint64_t v) {
+        if (v) std::fprintf(stderr, " %.*s=%llu", int(name.size()), name.data(), (unsigned long long)v);
+    });
+    std::fprintf(stderr, "\n");
 }
 
 class Cli {

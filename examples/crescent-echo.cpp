@@ -246,14 +246,7 @@ private:
 };
 
 void print_stats(Runtime& rt) {
-    for (unsigned i = 0; i < rt.engine_count(); ++i) {
-        EngineStats s = rt.engine(i).stats();
-        std::fprintf(stderr, "engine %u:", i);
-        s.for_each([](std::string_view name, uint64_t v) {
-            if (v) std::fprintf(stderr, " %.*s=%llu", int(name.size()), name.data(), (unsigned long long)v);
-        });
-        std::fprintf(stderr, "\n");
-    }
+    for (unsigned i = 0; i < rt.engine_count(); ++i) examples::print_engine_stats(rt.engine(i));
 }
 
 } // namespace

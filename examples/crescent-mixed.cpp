@@ -323,15 +323,6 @@ private:
     std::map<int, Client> clients_;
 };
 
-void print_stats(Engine& e) {
-    EngineStats s = e.stats();
-    std::fprintf(stderr, "engine %u:", e.index());
-    s.for_each([](std::string_view name, uint64_t v) {
-        if (v) std::fprintf(stderr, " %.*s=%llu", int(name.size()), name.data(), (unsigned long long)v);
-    });
-    std::fprintf(stderr, "\n");
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -356,7 +347,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "crescent-mixed: echo on %s:%u through crescent, HTTP status on %s:%u through kernel TCP\n",
                      rt->local_ip().to_string().c_str(), o.port, rt->local_ip().to_string().c_str(), o.http_port);
     });
-    if (o.stats) print_stats(rt->engine(0));
+    if (o.stats) examples::print_engine_stats(rt->engine(0));
     status.reset();  // kernel sockets out of the engine's epoll set before the runtime goes
     if (!setup_error.empty()) {
         std::fprintf(stderr, "crescent-mixed: %s\n", setup_error.c_str());
