@@ -359,7 +359,8 @@ void Tcb::syn_sent_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, In
         }
         return;
     }
-    // third: security (not implemented: no IP security compartments).
+    // third: security — nothing to check: RFC 9293 dropped RFC 793's
+    // security/compartment check (the IP security option of RFC 1108 is obsolete).
     // fourth: check the SYN bit.
     if (!seg.has(SYN)) {
         // fifth: neither SYN nor RST: drop.
@@ -512,7 +513,7 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
         }
     }
 
-    // third: security/compartment — not implemented.
+    // third: security/compartment — nothing to check (obsolete IP option, as above).
 
     // fourth: check the SYN bit. RFC 5961 §4.2: any SYN in a synchronized
     // state gets a challenge ACK and is dropped.
