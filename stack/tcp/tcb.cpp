@@ -417,11 +417,15 @@ bool Tcb::check_seq_acceptable(const TcpRepr& seg, uint32_t len) const {
     // RFC 9293 §3.10.7.4 first: the four cases, against the window we advertised.
     int32_t w = rcv_.adv - rcv_.nxt;
     uint32_t wnd = w > 0 ? uint32_t(w) : 0;
-    if (len == 0) {
-        if (wnd == 0) return seg.seq == rcv_.nxt;
-        return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd);
-    }
-    if (wnd == 0) return false;
+    // RCV.WND = 0: "no segments will be acceptable, but special allowance
+    // should be made to accept valid ACKs, URGs, and RSTs" — a segment at
+    // RCV.NXT passes for its control fields, and the seventh step drops its
+    // text (as Linux's tcp_sequence() does). Without this, a peer that
+    // piggybacks its ACKs on data while our window is closed could never
+    // drain our send queue, and an echo-style app that only reads once it
+    // can write would deadlock both ends.
+    if (wnd == 0) return seg.seq == rcv_.nxt;
+    if (len == 0) return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd);
     return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd) || seq_in(seg.seq + (len - 1), rcv_.nxt, rcv_.nxt + wnd);
 }
 
@@ -621,7 +625,7 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
             if (app_closed_) {
                 // Data after close(): nobody will read it (RFC 1122 §4.2.2.13).
                 ++st_.drop_after_close;
-                send_rst(snd_.max, out);
+                send_rst(ack_seq(), out);
                 to_closed(CloseReason::AbortedLocally, out);
                 return;
             }
@@ -1152,7 +1156,18 @@ void Tcb::send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out) {
 // <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>
 void Tcb::send_ack(Instant now, Actions& out) {
     if (!synchronized(state_)) return;
-    send_control(ACK, snd_.max, now, out); // snd.max: snd.nxt may be rewound by an RTO
+    send_control(ACK, ack_seq(), now, out);
+}
+
+SeqNum Tcb::ack_seq() const {
+    // <SEQ=SND.NXT>, with SND.MAX standing in for SND.NXT (an RTO rewinds
+    // SND.NXT) — unless that lies beyond the peer's window, which happens
+    // when the peer dropped data we sent and its window has since closed:
+    // a receiver with RCV.WND = 0 only accepts SEQ = RCV.NXT, so an ACK at
+    // SND.MAX would be discarded with the acknowledgment it carries. The
+    // right edge is always acceptable (Linux: tcp_acceptable_seq()).
+    SeqNum edge = snd_.una + snd_.wnd;
+    return snd_.max - edge > 0 ? edge : snd_.max;
 }
 
 void Tcb::send_rst(SeqNum seq, Actions& out) {
@@ -1376,8 +1391,14 @@ void Tcb::on_rto(Instant now, Actions& out) {
         return;
     }
     if (snd_.max == snd_.una) return;  // nothing outstanding
-    if (backoff_ >= cfg_.max_retries) {
-        send_rst(snd_.max, out);
+    // The peer closed its window on data in flight (it dropped what lay past
+    // its new edge): the retransmission below is in effect a window probe,
+    // and a peer that keeps answering it is alive, however long its window
+    // stays shut (RFC 1122 §4.2.2.17; Linux's tcp_retransmit_timer() makes
+    // the same exception). It is timed out only once it stops answering.
+    const bool probing = snd_.wnd == 0;
+    if (probing ? probes_unanswered_ >= cfg_.max_retries : backoff_ >= cfg_.max_retries) {
+        send_rst(ack_seq(), out);
         to_closed(CloseReason::RetransmitTimeout, out);
         return;
     }
@@ -1394,6 +1415,7 @@ void Tcb::on_rto(Instant now, Actions& out) {
     cur_valid_ = false;
     uint32_t n = emit_data(snd_.una, snd_.mss, true, now, out);  // RFC 6298 §5.4
     if (n > 0) ++st_.retrans_timeout;
+    if (probing) ++probes_unanswered_;
     rto_at_ = now + rto_;                                    // RFC 6298 §5.6
 }
 
@@ -1408,7 +1430,7 @@ void Tcb::on_persist(Instant now, Actions& out) {
     // A peer that answers nothing for max_retries probes is gone (RFC 1122
     // §4.2.2.17 keeps probing only while the peer acknowledges them).
     if (probes_unanswered_ >= cfg_.max_retries) {
-        send_rst(snd_.max, out);
+        send_rst(ack_seq(), out);
         to_closed(CloseReason::RetransmitTimeout, out);
         return;
     }
@@ -1452,7 +1474,7 @@ void Tcb::on_timer(Instant now, Actions& out) {
             if (now - last_rx_ < cfg_.keepalive.idle && keepalive_probes_ == 0) {
                 keepalive_at_ = last_rx_ + cfg_.keepalive.idle;
             } else if (keepalive_probes_ >= cfg_.keepalive.count) {
-                send_rst(snd_.max, out);
+                send_rst(ack_seq(), out);
                 to_closed(CloseReason::KeepaliveTimeout, out);
                 return;
             } else if (snd_.max == snd_.una) {
@@ -1566,7 +1588,7 @@ void Tcb::abort(Instant now, Actions& out) {
     case State::FinWait1:
     case State::FinWait2:
     case State::CloseWait:
-        send_rst(snd_.max, out);  // <SEQ=SND.NXT><CTL=RST>
+        send_rst(ack_seq(), out);  // <SEQ=SND.NXT><CTL=RST>, inside the peer's window
         break;
     case State::Closed:
         return;

@@ -369,6 +369,8 @@ private:
     void fill_options(TcpRepr& r, bool syn, Instant now) const;
     void fill_ack_fields(TcpRepr& r, Instant now);
     uint32_t rcv_window_bytes() const;
+    // SEQ for a segment without text: SND.MAX, held inside the peer's window.
+    SeqNum ack_seq() const;
     uint16_t advertise_window();
     uint32_t in_flight() const;
     uint32_t usable_window() const;

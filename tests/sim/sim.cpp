@@ -69,8 +69,36 @@ Endpoint* SimNet::connect(uint16_t local_port, uint16_t port, uint64_t to_send, 
     return e;
 }
 
+void SimNet::listen_echo(uint16_t port, uint32_t backlog) {
+    listen(port, backlog, 0);
+    listen_echo_[port] = true;
+}
+
+// Echo: send back what arrived, consuming it (window reopens) only once the
+// send buffer took it; FIN after the peer's, once nothing is left.
+void SimNet::pump_echo(Endpoint& e) {
+    if (!e.connected || e.closed) return;
+    tcp::Host& h = host(e.side);
+    while (!e.echo_q.empty()) {
+        size_t n = e.echo_q.front().size();
+        Slice copy = e.echo_q.front().share();
+        tcp::SendResult r = h.send(e.id, copy);
+        if (r == tcp::SendResult::WouldBlock) return;
+        if (r != tcp::SendResult::Ok) throw std::runtime_error("sim: echo send refused: invalid state");
+        e.sent_hash.add(e.echo_q.front().data(), n);
+        e.queued += n;
+        e.echo_q.pop_front();
+        h.consume(e.id, uint32_t(n));
+    }
+    if (e.peer_fin && !e.close_called) {
+        e.fin_queued = e.close_called = true;
+        h.close(e.id);
+    }
+}
+
 // Hand the application as much data as the send buffer takes.
 void SimNet::pump(Endpoint& e) {
+    if (e.echo) return pump_echo(e);
     if (!e.connected || e.closed || e.fin_queued) return;
     tcp::Host& h = host(e.side);
     while (e.queued < e.to_send || e.pending) {
@@ -112,6 +140,7 @@ void SimNet::handle_event(Side s, const tcp::Event& ev) {
     if (ev.kind == tcp::EventKind::Acceptable) {
         while (auto id = host(s).accept(ev.port)) {
             Endpoint* e = make_endpoint(s, *id, listen_to_send_[ev.port]);
+            e->echo = listen_echo_[ev.port];
             e->connected = true;
             e->connected_at = now_;
             touched_.push_back(e);
@@ -135,6 +164,10 @@ void SimNet::handle_event(Side s, const tcp::Event& ev) {
         break;
     case tcp::EventKind::PeerFin:
         e.peer_fin = true;
+        if (e.echo) {
+            touched_.push_back(&e);
+            break;
+        }
         if (e.fin_queued && !e.close_called) {
             e.close_called = true;
             host(s).close(e.id);
@@ -145,6 +178,7 @@ void SimNet::handle_event(Side s, const tcp::Event& ev) {
         e.closed_at = now_;
         e.reason = ev.reason;
         e.pending.reset();
+        e.echo_q.clear();
         break;
     case tcp::EventKind::Acceptable:
         break;
@@ -177,6 +211,11 @@ void SimNet::dispatch(Side s) {
                 Endpoint& e = *it->second;
                 e.recv_hash.add(r.data.data(), n);
                 e.received += n;
+                if (e.echo) {  // consumed once echoed (pump_echo)
+                    if (n > 0) e.echo_q.push_back(std::move(r.data));
+                    touched_.push_back(&e);
+                    continue;
+                }
             } else {
                 st_.unowned_bytes += n;
             }

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -53,6 +54,11 @@ struct Endpoint {
     Fnv64 sent_hash, recv_hash;
     Rng gen{0};
     Slice pending;            // a chunk refused with WouldBlock
+    // Echo mode (listen_echo): received bytes go back as they arrive, and are
+    // consumed (reopening the receive window) only once send() took them —
+    // the backpressure of an echo server that reads only what it can write.
+    bool echo = false;
+    std::deque<Slice> echo_q;
     bool connected = false, fin_queued = false, peer_fin = false, close_called = false, closed = false;
     tcp::CloseReason reason = tcp::CloseReason::None;
     Instant connected_at, closed_at;
@@ -87,6 +93,9 @@ public:
 
     // B listens on `port`; each accepted connection sends `to_send` bytes.
     void listen(uint16_t port, uint32_t backlog, uint64_t to_send);
+    // B listens on `port`; each accepted connection echoes what it receives
+    // and closes after the peer's FIN once everything went back.
+    void listen_echo(uint16_t port, uint32_t backlog);
     // A connects from `local_port` to B:`port` and will send `to_send` bytes.
     Endpoint* connect(uint16_t local_port, uint16_t port, uint64_t to_send, const tcp::Config* cfg = nullptr);
 
@@ -110,6 +119,7 @@ private:
     void deliver(Side to, Bytes frame);
     void dispatch(Side s);
     void pump(Endpoint& e);
+    void pump_echo(Endpoint& e);
     void handle_event(Side s, const tcp::Event& ev);
 
     SimConfig cfg_;
@@ -121,6 +131,7 @@ private:
     std::array<tcp::Actions, 2> acts_;
     std::array<std::map<uint64_t, std::unique_ptr<Endpoint>>, 2> eps_;
     std::map<uint16_t, uint64_t> listen_to_send_;
+    std::map<uint16_t, bool> listen_echo_;
     std::vector<Endpoint*> touched_;  // endpoints whose sending may progress
     SimStats st_;
     bool trace_ = false;         // CRESCENT_SIM_TRACE: print every delivered segment

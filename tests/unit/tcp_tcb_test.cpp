@@ -995,3 +995,89 @@ TEST_CASE("RFC 1122 §4.2.2.17 zero-window probing gives up on a silent peer", "
     CHECK(t.tcb->state() == State::Closed);
     CHECK(t.closed_reason() == CloseReason::RetransmitTimeout);
 }
+
+// ---------------------------------------------------------------------------
+// zero windows on both sides: the crescent <-> crescent echo deadlock, piece by piece
+
+TEST_CASE("RFC 9293 §3.10.7.4 first: with RCV.WND = 0 a segment at RCV.NXT still delivers its ACK",
+          "[tcp][window]") {
+    Config c = TcbFixture::default_config();
+    c.rcv_buf = 4000;
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send("ping") == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK | PSH, 0, 0, "ping"}});
+    t.recv(t.seg(ACK, 0, 0), std::string(4000, 'x'));  // fills our window, "ping" still unacknowledged
+    t.expect_sent({{ACK, 4, 4000, "", 0}});
+    CHECK(t.take_readable().size() == 4000);
+    // The peer's next data segment also acknowledges "ping": the text cannot
+    // be taken, the acknowledgment must be.
+    t.recv(t.seg(ACK | PSH, 4000, 4), "more");
+    CHECK(t.tcb->stats().snd_una == kIss + 1 + 4);
+    CHECK(t.has_event(EventKind::Acked));
+    CHECK(t.take_readable().empty());
+    CHECK(t.tcb->stats().drop_no_room == 1);
+    CHECK(t.tcb->stats().drop_not_acceptable == 0);
+    t.expect_sent({{ACK, 4, 4000, "", 0}});
+    // Anywhere else it is still unacceptable.
+    t.recv(t.seg(ACK | PSH, 4001, 4), "ore");
+    CHECK(t.tcb->stats().drop_not_acceptable == 1);
+    t.expect_sent({{ACK, 4, 4000, "", 0}});
+}
+
+TEST_CASE("an ACK's SEQ stays inside the peer's window once it closed on data in flight (Linux tcp_acceptable_seq)",
+          "[tcp][window]") {
+    TcbFixture t;
+    t.to_established();
+    REQUIRE(t.send(std::string(3000, 'd')) == SendResult::Ok);
+    t.flush();
+    REQUIRE(t.out.segments.size() == 3);
+    t.clear();
+    // The peer dropped all three (no room) and now advertises a zero window.
+    t.recv(t.seg(ACK, 0, 0, 0));
+    t.expect_nothing();
+    // Its data is acknowledged at SEQ = SND.UNA + SND.WND (its RCV.NXT), not
+    // SND.MAX, which a zero-window receiver would discard with the ACK.
+    t.recv(t.seg(ACK | PSH, 0, 0, 0), "hi");
+    t.expect_sent({{ACK, 0, 2}});
+    CHECK(t.take_readable() == "hi");
+    // Window open again: SND.MAX is inside it and back in use.
+    t.recv(t.seg(ACK | PSH, 2, 0, 8000), "yo");
+    REQUIRE(!t.out.segments.empty());
+    CHECK(t.out.segments.back().repr.flags == ACK);
+    CHECK(t.out.segments.back().repr.seq.raw() == kIss + 1 + 3000);
+}
+
+TEST_CASE("RFC 1122 §4.2.2.17 an RTO into a zero window probes and never times out a peer that answers",
+          "[tcp][window][rto]") {
+    Config c = TcbFixture::default_config();
+    c.max_retries = 3;
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send("data") == SendResult::Ok);
+    t.flush();
+    t.clear();
+    t.recv(t.seg(ACK, 0, 0, 0));  // "data" dropped by the peer, its window closed
+    for (int i = 0; i < 8; ++i) {  // well past max_retries, each retransmission answered
+        t.advance(t.tcb->next_deadline() - t.now);
+        REQUIRE(!t.out.segments.empty());
+        CHECK(t.payload_of(t.out.segments.front()) == "data");
+        t.clear();
+        t.recv(t.seg(ACK, 0, 0, 0));
+        t.clear();
+    }
+    CHECK(t.tcb->state() == State::Established);
+    // The window opens: the data goes and is acknowledged.
+    t.recv(t.seg(ACK, 0, 0, 1000));
+    t.recv(t.seg(ACK, 0, 4, 1000));
+    CHECK(t.tcb->stats().snd_una == kIss + 1 + 4);
+    t.clear();
+    // A peer that goes silent with its window shut is timed out after all.
+    REQUIRE(t.send("more") == SendResult::Ok);
+    t.flush();
+    t.recv(t.seg(ACK, 0, 4, 0));
+    t.advance(3600s);
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::RetransmitTimeout);
+}
