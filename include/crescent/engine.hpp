@@ -118,13 +118,17 @@ struct EngineStats {
     uint64_t tx_overflow = 0;         // frame dropped: TX backlog bound reached (ring full for long)
     uint64_t tx_no_mbuf = 0;          // segment dropped: header/frame mbuf pool empty
     uint64_t tx_too_large = 0;        // segment dropped: does not fit one frame (no multi-seg)
+    uint64_t tx_zero_copy_segments = 0; // data segments sent as a header mbuf chained to extbuf
+                                        // mbufs over the send queue's zbufs (MULTI_SEGS devices)
+    uint64_t tx_copied_segments = 0;  // data segments copied into one linear frame
     uint64_t drop_no_route = 0;       // segment dropped: no route to the destination
     uint64_t drop_neigh_pending = 0;  // segment dropped while its neighbour resolves
     uint64_t drop_neigh_failed = 0;   // segment dropped: neighbour resolution failed
     uint64_t rx_no_memory = 0;        // payload dropped: no zbuf for it
     uint64_t rx_zero_copy = 0;        // payloads handed on in their RX obj (zbuf-backed pool)
     uint64_t rx_copy_pressure = 0;    // bursts copied because the RX pool was below half
-    uint64_t rx_multiseg = 0;         // frame dropped: chained RX mbuf (the engine expects one segment)
+    uint64_t rx_multiseg = 0;         // frame dropped: chained RX mbuf that could not be linearized
+    uint64_t rx_linearized = 0;       // chained RX mbuf copied into one arena obj (loopback PMDs)
     uint64_t timers_fired = 0;        // app timers run
     uint64_t tcp_timer_runs = 0;      // Host::on_timer calls
     uint64_t epoll_waits = 0, epoll_events = 0;

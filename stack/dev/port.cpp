@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <rte_errno.h>
+#include <rte_version.h>
 
 #include <crescent/log.hpp>
 
@@ -189,6 +190,17 @@ Status Port::open(uint16_t port_id, const PortConfig& cfg, std::unique_ptr<Port>
         off.rx_tcp_csum = rx_capa & RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
         off.tx_ipv4_csum = tx_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
         off.tx_tcp_csum = tx_capa & RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+        // net_tap "offloads" the L4 checksum in software, summing each
+        // segment of a chain on its own: a segment of odd length misaligns
+        // the rest, and the kernel drops the frame (TcpInCsumErrors) — every
+        // retransmission of it too. Found by engine_interop_tap; DPDK fixed
+        // it in 23.11 ("net/tap: fix L4 checksum offloading"). Summing it
+        // ourselves costs the same work the PMD would do.
+        if (p->driver_ == "net_tap" && RTE_VERSION < RTE_VERSION_NUM(23, 11, 0, 0) && off.tx_tcp_csum) {
+            off.tx_tcp_csum = false;
+            log::get("dev")->info("port {} (net_tap): TCP checksums computed by crescent (this DPDK's net_tap "
+                                  "sums chained segments separately)", p->name_);
+        }
     }
     off.multi_segs = tx_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
     off.tso = cfg.tso && off.tx_tcp_csum && off.tx_ipv4_csum && (tx_capa & RTE_ETH_TX_OFFLOAD_TCP_TSO) &&

@@ -11,9 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <string>
 
 #include <fmt/format.h>
+#include <rte_errno.h>
 
 #include <crescent/log.hpp>
 
@@ -94,6 +97,16 @@ EngineImpl::EngineImpl(const EngineParams& p)
     app_act_.segments.reserve(64);
     rte_mempool* pool = dev_->tx_pool();
     frame_room_ = uint16_t(rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM);
+    if (caps_.multi_segs) {
+        // Enough for a full TX ring plus the backlog at a few views per
+        // segment; running dry only falls back to copying.
+        static std::atomic<uint32_t> seq{0};
+        std::string name = fmt::format("crx_att_{}_{}", p_.index, seq.fetch_add(1, std::memory_order_relaxed));
+        attach_pool_ = zbuf::dpdk::create_attach_pool(name, 16383, 256, SOCKET_ID_ANY);
+        if (!attach_pool_)
+            log::core(p_.core)->warn("attach pool {}: {}; zero-copy TX disabled (segments are copied)", name,
+                                     rte_strerror(rte_errno));
+    }
     epfd_ = epoll_create1(EPOLL_CLOEXEC);
     if (epfd_ < 0) log::core(p_.core)->warn("epoll_create1 failed: {}; add_fd() unavailable", std::strerror(errno));
 }
@@ -101,6 +114,14 @@ EngineImpl::EngineImpl(const EngineParams& p)
 EngineImpl::~EngineImpl() {
     for (rte_mbuf* m : txq_) rte_pktmbuf_free(m);
     for (auto& pf : pending_) rte_pktmbuf_free(pf.m);
+    if (attach_pool_) {
+        // Frames the device still holds point into the pool; freeing it
+        // under them would be a use-after-free at their TX completion, so a
+        // pool still in use is left to EAL teardown.
+        unsigned in_use = rte_mempool_in_use_count(attach_pool_);
+        if (in_use == 0) rte_mempool_free(attach_pool_);
+        else log::core(p_.core)->warn("attach pool: {} mbufs still held by the device at engine exit; pool kept", in_use);
+    }
     if (epfd_ >= 0) ::close(epfd_);
 }
 
@@ -286,8 +307,22 @@ void EngineImpl::run() {
 void EngineImpl::close_all() {
     Instant now = clock_.now();
     closing_all_ = true;
+    unsigned logged = 0;
     for (uint32_t i = 0; i < conns_.size(); ++i) {
         if (!conns_[i].live) continue;
+        if (const tcp::Tcb* t = host_.find(tcp::ConnId{i, conns_[i].gen}); t && logged++ < 16) {
+            const tcp::Stats x = t->stats();
+            log::core(p_.core)->info(
+                "engine stop: conn {}:{} <- {}:{} {} snd_una={} snd_nxt={} snd_wnd={} rcv_nxt={} rcv_wnd={} "
+                "cwnd={} in_flight={} rto={}us segs_in={} segs_out={} retrans(rto/fast/sack)={}/{}/{} "
+                "drops(seq/paws/ack/rst/room/noack/closed)={}/{}/{}/{}/{}/{}/{} zero_wnd_sent={}",
+                Ipv4{t->endpoints().local_ip.v}.to_string(), t->endpoints().local_port,
+                Ipv4{t->endpoints().remote_ip.v}.to_string(), t->endpoints().remote_port,
+                tcp::state_name(x.state), x.snd_una, x.snd_nxt, x.snd_wnd, x.rcv_nxt, x.rcv_wnd, x.cwnd,
+                x.bytes_in_flight, x.rto.count() / 1000, x.segs_in, x.segs_out, x.retrans_timeout, x.retrans_fast,
+                x.retrans_sack, x.drop_not_acceptable, x.drop_paws, x.drop_bad_ack, x.drop_rst_invalid,
+                x.drop_no_room, x.drop_no_ack, x.drop_after_close, x.zero_window_sent);
+        }
         host_.abort(tcp::ConnId{i, conns_[i].gen}, now, app_act_);
     }
     pump(now);
@@ -326,9 +361,12 @@ void EngineImpl::rx(Instant now, uint16_t n) {
         ++st_.rx_packets;
         st_.rx_bytes += m->pkt_len;
         if (m->nb_segs != 1) {
-            ++st_.rx_multiseg;
-            rte_pktmbuf_free(m);
-            continue;
+            // Chained frames only arrive from loopback-style PMDs (net_ring
+            // passing our own zero-copy TX chains through; RX scatter is not
+            // enabled on NIC ports): made linear in the head mbuf, then on
+            // as any frame.
+            m = linearize(m);
+            if (!m) continue;
         }
         wire::Offload off;
         if (caps_.rx_csum) {
@@ -581,20 +619,30 @@ void EngineImpl::transmit(const tcp::OutSegment& s, Instant now) {
         return;
     }
     const size_t tcp_len = wire::tcp_header_len(s.repr);
-    const size_t hdr_len = wire::kEthHeaderLen + wire::kIpv4HeaderLen + tcp_len;
     const uint32_t payload_len = s.payload_len();
-    // One linear frame: devices without MULTI_SEGS (af_xdp) need it, and on
-    // the copy-mode paths this engine runs today it costs the same one copy.
-    if (hdr_len + payload_len > frame_room_) {
-        ++st_.tx_too_large;
+    rte_mbuf* m = nullptr;
+    if (attach_pool_ != nullptr && payload_len != 0) m = build_chain(s, dst_mac, tcp_len, payload_len);
+    if (m != nullptr) {
+        ++st_.tx_zero_copy_segments;
+    } else {
+        m = build_copy(s, dst_mac, tcp_len, payload_len);
+        if (m == nullptr) return;
+        if (payload_len != 0) ++st_.tx_copied_segments;
+    }
+    if (r == Resolve::Pending) {
+        if (pending_.size() >= p_.neigh_queue) {
+            ++st_.drop_neigh_pending;
+            rte_pktmbuf_free(m);
+            return;
+        }
+        pending_.push_back(PendingFrame{m, s.dst, now + p_.neigh_wait});
         return;
     }
-    rte_mbuf* m = rte_pktmbuf_alloc(dev_->tx_pool());
-    if (!m) {
-        ++st_.tx_no_mbuf;
-        return;
-    }
-    auto* p = rte_pktmbuf_mtod(m, std::byte*);
+    enqueue_tx(m);
+}
+
+void EngineImpl::emit_headers(std::byte* p, const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
+                              uint32_t payload_len, std::span<const wire::Bytes> body) {
     wire::EthRepr eth;
     eth.dst = dst_mac;
     eth.src = mac_;
@@ -607,35 +655,95 @@ void EngineImpl::transmit(const tcp::OutSegment& s, Instant now) {
     ip.ident = ip_ident_++;
     ip.payload_len = uint16_t(tcp_len + payload_len);
     wire::emit_ipv4(ip, wire::MutBytes(p + wire::kEthHeaderLen, wire::kIpv4HeaderLen), !caps_.tx_ip_csum);
+    wire::emit_tcp(s.repr, ip, wire::MutBytes(p + wire::kEthHeaderLen + wire::kIpv4HeaderLen, tcp_len), body,
+                   caps_.tx_tcp_csum ? wire::CsumMode::PseudoOnly : wire::CsumMode::Full);
+}
+
+void EngineImpl::set_tx_offload(rte_mbuf* m, size_t tcp_len) const {
+    if (!caps_.tx_ip_csum && !caps_.tx_tcp_csum) return;
+    m->l2_len = wire::kEthHeaderLen;
+    m->l3_len = wire::kIpv4HeaderLen;
+    m->l4_len = uint16_t(tcp_len);
+    m->ol_flags |= RTE_MBUF_F_TX_IPV4;
+    if (caps_.tx_ip_csum) m->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
+    if (caps_.tx_tcp_csum) m->ol_flags |= RTE_MBUF_F_TX_TCP_CKSUM;
+}
+
+rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
+                                 uint32_t payload_len) {
+    const size_t hdr_len = wire::kEthHeaderLen + wire::kIpv4HeaderLen + tcp_len;
+    if (hdr_len + payload_len > frame_room_) {
+        ++st_.tx_too_large;
+        return nullptr;
+    }
+    rte_mbuf* m = rte_pktmbuf_alloc(dev_->tx_pool());
+    if (!m) {
+        ++st_.tx_no_mbuf;
+        return nullptr;
+    }
+    auto* p = rte_pktmbuf_mtod(m, std::byte*);
     std::byte* dst = p + hdr_len;
     for (const tcp::TxView& v : s.payload()) {
         std::memcpy(dst, v.data, v.len);
         dst += v.len;
     }
     wire::Bytes body(p + hdr_len, payload_len);
-    wire::emit_tcp(s.repr, ip, wire::MutBytes(p + wire::kEthHeaderLen + wire::kIpv4HeaderLen, tcp_len),
-                   std::span<const wire::Bytes>(&body, 1),
-                   caps_.tx_tcp_csum ? wire::CsumMode::PseudoOnly : wire::CsumMode::Full);
+    emit_headers(p, s, dst_mac, tcp_len, payload_len, std::span<const wire::Bytes>(&body, 1));
     m->data_len = uint16_t(hdr_len + payload_len);
     m->pkt_len = m->data_len;
-    if (caps_.tx_ip_csum || caps_.tx_tcp_csum) {
-        m->l2_len = wire::kEthHeaderLen;
-        m->l3_len = wire::kIpv4HeaderLen;
-        m->l4_len = uint16_t(tcp_len);
-        m->ol_flags |= RTE_MBUF_F_TX_IPV4;
-        if (caps_.tx_ip_csum) m->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
-        if (caps_.tx_tcp_csum) m->ol_flags |= RTE_MBUF_F_TX_TCP_CKSUM;
+    set_tx_offload(m, tcp_len);
+    return m;
+}
+
+rte_mbuf* EngineImpl::build_chain(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
+                                  uint32_t payload_len) {
+    const size_t hdr_len = wire::kEthHeaderLen + wire::kIpv4HeaderLen + tcp_len;
+    if (hdr_len > frame_room_) return nullptr;
+    // Every view must lie in an arena obj (the send queue only holds zbufs;
+    // anything else is copied).
+    std::array<wire::Bytes, tcp::kMaxTxViews> body;
+    const auto views = s.payload();
+    for (size_t i = 0; i < views.size(); ++i) {
+        if (!zbuf::contains(views[i].data)) return nullptr;
+        body[i] = wire::Bytes(views[i].data, views[i].len);
     }
-    if (r == Resolve::Pending) {
-        if (pending_.size() >= p_.neigh_queue) {
-            ++st_.drop_neigh_pending;
-            rte_pktmbuf_free(m);
-            return;
+    rte_mbuf* head = rte_pktmbuf_alloc(dev_->tx_pool());
+    if (!head) return nullptr;
+    for (const tcp::TxView& v : views) {
+        // attach_slice takes the mbuf's own reference on the obj; this
+        // temporary one goes at the end of the iteration.
+        Slice sl = Slice::share_of(v.data, v.len);
+        rte_mbuf* seg = zbuf::dpdk::attach_slice(attach_pool_, sl);
+        if (!seg) {
+            rte_pktmbuf_free(head);  // drops the references taken so far
+            return nullptr;
         }
-        pending_.push_back(PendingFrame{m, s.dst, now + p_.neigh_wait});
-        return;
+        if (rte_pktmbuf_chain(head, seg) != 0) {
+            rte_pktmbuf_free(seg);
+            rte_pktmbuf_free(head);
+            return nullptr;
+        }
     }
-    enqueue_tx(m);
+    auto* p = rte_pktmbuf_mtod(head, std::byte*);
+    emit_headers(p, s, dst_mac, tcp_len, payload_len, std::span<const wire::Bytes>(body.data(), views.size()));
+    // rte_pktmbuf_chain summed the segments' pkt_len into the head's.
+    head->data_len = uint16_t(hdr_len);
+    head->pkt_len = uint32_t(hdr_len) + payload_len;
+    set_tx_offload(head, tcp_len);
+    return head;
+}
+
+rte_mbuf* EngineImpl::linearize(rte_mbuf* m) {
+    // rte_pktmbuf_linearize moves the data into the first segment when it
+    // has the tailroom (the usual case: a header-sized head with a full data
+    // room) and frees the rest; a shared or indirect head is not ours to write.
+    if (!RTE_MBUF_DIRECT(m) || rte_mbuf_refcnt_read(m) != 1 || rte_pktmbuf_linearize(m) != 0) {
+        ++st_.rx_multiseg;
+        rte_pktmbuf_free(m);
+        return nullptr;
+    }
+    ++st_.rx_linearized;
+    return m;
 }
 
 void EngineImpl::retry_pending(Instant now) {

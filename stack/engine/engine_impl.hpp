@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -137,8 +138,23 @@ private:
     ConnState& register_conn(tcp::ConnId id, Handler* h);
 
     void rx(Instant now, uint16_t n);
+    // A chained RX mbuf made linear in place, or nullptr (dropped, counted).
+    rte_mbuf* linearize(rte_mbuf* m);
     void process(tcp::Actions& a, Instant now);
     void transmit(const tcp::OutSegment& s, Instant now);
+    // Ethernet + IPv4 + TCP headers at p (checksums over `body` unless offloaded).
+    void emit_headers(std::byte* p, const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
+                      uint32_t payload_len, std::span<const wire::Bytes> body);
+    // Zero-copy TX (Luna §6.2 steps 6-8): a header mbuf chained to one extbuf
+    // mbuf per TxView, each holding a reference on the view's zbuf obj until
+    // the device frees it. nullptr when a view is not in the arena or a pool
+    // is empty (the caller then copies).
+    rte_mbuf* build_chain(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
+                          uint32_t payload_len);
+    // One linear frame (devices without MULTI_SEGS, e.g. af_xdp).
+    rte_mbuf* build_copy(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
+                         uint32_t payload_len);
+    void set_tx_offload(rte_mbuf* m, size_t tcp_len) const;
     void enqueue_tx(rte_mbuf* m);
     void flush_tx();
     void retry_pending(Instant now);
@@ -162,6 +178,9 @@ private:
     uint32_t port_cursor_ = 0;
     uint16_t ip_ident_ = 0;
     uint16_t frame_room_ = 0;          // bytes one TX mbuf can hold
+    // Data-less mbufs for attaching send-queue zbufs as external buffers;
+    // non-null iff caps_.multi_segs (and its creation succeeded). Owned.
+    rte_mempool* attach_pool_ = nullptr;
 
     std::atomic<bool> stop_{false};
     TimerWheel wheel_;

@@ -30,6 +30,10 @@ Cases:
                     <-> kernel-echo in B, reachable only through the route via G;
                     crescent takes the route from netlink and the gateway's MAC
                     from the kernel's neighbour table (no static ARP), byte-exact.
+  tap               zero-copy TX (chained extbuf mbufs) on net_tap, the kernel on
+                    the tap netdev: Linux client <-> crescent server (inline and
+                    batch), crescent client <-> kernel-echo with 1 % loss; every
+                    data segment must leave zero-copy.
   mac_change        Linux echo-load in B <-> crescent server in A; B's MAC is
                     changed (ip link set address) and announced by ARP; a second
                     run succeeds only if crescent took the new MAC from netlink.
@@ -531,6 +535,126 @@ def case_mac_change(testbed):
         return 0 if ok else 1
 
 
+# ---- zero-copy TX on a MULTI_SEGS device: net_tap against the kernel ---------------
+
+TAP_KERNEL_MAC, TAP_CRESCENT_MAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
+
+
+def tap_eal(bed, tag):
+    """crescent-echo arguments for a net_tap port in namespace a: the PMD
+    creates the tap netdev there; crescent has 10.79.0.2 and the kernel, on
+    the netdev, 10.79.0.1 (static configuration: no netdev of crescent's own)."""
+    iface = bed.name[:12] + "-t"
+    return iface, ["--eal", f"--no-pci --vdev=net_tap0,iface={iface},mac={TAP_CRESCENT_MAC}",
+                   "--ip", "10.79.0.2/24", "--mac", TAP_CRESCENT_MAC,
+                   "--neighbour", f"10.79.0.1={TAP_KERNEL_MAC}", "--file-prefix", bed.prefix(tag)]
+
+
+def wait_started(proc, timeout=30):
+    """Reads crescent-echo's stderr up to its start-up banner (printed once the
+    port is started: the PMD sets the tap netdev's MAC until then)."""
+    import select
+    seen, end = [], time.time() + timeout
+    while time.time() < end:
+        ready, _, _ = select.select([proc.stderr], [], [], 0.5)
+        if not ready:
+            if proc.poll() is not None:
+                break
+            continue
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if "(net_tap) 10.79.0.2" in line:
+            return True, "".join(seen)
+    return False, "".join(seen)
+
+
+def tap_kernel_side(bed, proc, iface):
+    """Once crescent started the port: the kernel's address, MAC and a
+    neighbour entry for crescent (crescent does not answer ARP)."""
+    started, early = wait_started(proc)
+    if not started:
+        print("FAIL: crescent-echo on net_tap did not start:", early[-2000:])
+        return False
+    for cmd in (["ip", "link", "set", iface, "address", TAP_KERNEL_MAC],
+                ["ip", "addr", "replace", "10.79.0.1/24", "dev", iface],
+                ["ip", "link", "set", iface, "up"],
+                ["ip", "neigh", "replace", "10.79.0.2", "lladdr", TAP_CRESCENT_MAC, "dev", iface,
+                 "nud", "permanent"]):
+        if bed.run("a", *cmd, timeout=10).returncode != 0:
+            print("FAIL:", " ".join(cmd))
+            return False
+    return True
+
+
+def stat(text, name):
+    m = re.search(rf"\b{name}=(\d+)", text)
+    return int(m.group(1)) if m else 0
+
+
+def zero_copy_ok(text, who):
+    zc, cp = stat(text, "tx_zero_copy_segments"), stat(text, "tx_copied_segments")
+    print(f"{who}: tx_zero_copy_segments={zc} tx_copied_segments={cp}")
+    if zc == 0 or cp != 0:
+        print(f"FAIL: {who} did not send its data zero-copy (chained extbuf mbufs)")
+        return False
+    return True
+
+
+def case_tap(testbed):
+    """Zero-copy TX against Linux TCP: net_tap takes chained mbufs, so every
+    data segment leaves as a header mbuf chained to extbuf mbufs over the
+    send queue's zbufs (AF_XDP, which cannot, copies). Server in both
+    dispatch modes, then a crescent client through a lossy link so chained
+    frames are retransmitted while earlier ones may still sit in the device."""
+    with Bed(testbed, "tap") as bed:
+        ok = True
+        for mode in ("inline", "batch"):
+            iface, eal = tap_eal(bed, "s" + mode[0])
+            srv = bed.spawn("a", CRESCENT_ECHO, *eal, "--port", "7", "--mode", mode, "--stats")
+            if not tap_kernel_side(bed, srv, iface) or not bed.wait_port("a", "10.79.0.2", 7):
+                print("FAIL: crescent-echo on net_tap did not come up:", stop(srv, "crescent-echo")[1][-2000:])
+                return 1
+            r = bed.run("a", sys.executable, "-c", LINUX_CLIENT, "10.79.0.2", "7", "16", timeout=180)
+            print(f"-- Linux client <-> crescent server ({mode}) over net_tap:", r.stdout.strip(),
+                  r.stderr.strip()[-2000:])
+            rc, err = stop(srv, "crescent-echo")
+            print(err.strip()[-1200:])
+            ok = ok and r.returncode == 0 and rc == 0 and zero_copy_ok(err, f"server ({mode})")
+
+        mib = max(1, int(os.environ.get("CRESCENT_INTEROP_MIB", "64")) // 4)
+        srv = kernel_server(bed, "a", "0.0.0.0")  # bound before the tap (and its address) exists
+        iface, eal = tap_eal(bed, "c")
+        # The client creates the tap; configure the kernel side while it connects
+        # (its SYN is retried until the neighbour entry exists).
+        cli = bed.spawn("a", CRESCENT_ECHO, *eal, "--client", "10.79.0.1", "--port", "7", "--conns", "4",
+                        "--bytes", str(mib << 20), "--cc", "cubic", "--timeout", "200", "--stats",
+                        "--impair", "loss=1,dup=1,reorder=25,delay=1ms,seed=7")
+        ok = tap_kernel_side(bed, cli, iface) and ok
+        try:
+            out, err = cli.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            cli.kill()
+            out, err = cli.communicate()
+        print(f"-- crescent client <-> Linux server over net_tap, 1% loss, 4 x {mib} MiB each way:", out.strip())
+        if cli.returncode != 0:
+            print(err.strip()[-3000:])
+        ok = ok and cli.returncode == 0 and '"ok":true' in out and zero_copy_ok(err, "client")
+        stop(srv, "kernel-echo")
+        # Every frame crescent sent carried a good checksum (a bad one would
+        # only show as retransmissions otherwise).
+        csum = re.search(r"TcpInCsumErrors\s+(\d+)", bed.run("a", "nstat", "-az", "TcpInCsumErrors").stdout)
+        print(f"kernel TcpInCsumErrors: {csum.group(1) if csum else '?'}")
+        if not csum or int(csum.group(1)) != 0:
+            print("FAIL: the kernel dropped frames from crescent for bad TCP checksums")
+            ok = False
+        if bed.run("a", "ip", "link", "show", iface, timeout=5).returncode == 0:
+            print(f"FAIL: the tap netdev {iface} outlived crescent")
+            ok = False
+        return 0 if ok and bed.no_leftovers("a", bed.va) else 1
+
+
 def main():
     if len(sys.argv) != 5:
         print(__doc__)
@@ -550,6 +674,8 @@ def main():
         return case_c2c(testbed, case[len("c2c_"):])
     if case == "capture":
         return case_capture(testbed)
+    if case == "tap":
+        return case_tap(testbed)
     if case == "badinput":
         return case_badinput(testbed)
     if case == "gateway":
