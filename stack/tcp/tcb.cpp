@@ -1222,7 +1222,9 @@ uint32_t Tcb::emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant n
     fill_ack_fields(r, now);
     uint32_t opt_extra = r.opts.sack_count ? 4 + 8u * r.opts.sack_count : 0;
     uint32_t cap = snd_.mss > opt_extra ? snd_.mss - opt_extra : 1;
-    uint32_t want = std::min({max_len, cap, uint32_t(avail)});
+    // TSO: whole segments of `cap` bytes each (the options repeat in every one).
+    uint32_t limit = cfg_.tso_max > cap ? cfg_.tso_max / cap * cap : cap;
+    uint32_t want = std::min({max_len, limit, uint32_t(avail)});
     uint32_t n = 0;
     if (want > 0) {
         uint32_t idx = 0, off = 0;
@@ -1247,6 +1249,7 @@ uint32_t Tcb::emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant n
             cur_valid_ = true;
         }
     }
+    if (n > cap) o.tso_segsz = uint16_t(cap);
     bool fin = fin_queued_ && seq + n == data_end();
     if (fin) r.flags |= FIN;
     if (n > 0 && seq + n == data_end()) r.flags |= PSH;
@@ -1344,11 +1347,14 @@ void Tcb::output(Instant now, Actions& out) {
                 emit_data(snd_.nxt, 0, snd_.nxt - snd_.max < 0, now, out);
                 break;
             }
-            uint32_t len = std::min<uint32_t>({uint32_t(unsent), snd_.mss, room});
+            uint32_t len = std::min<uint32_t>({uint32_t(unsent), seg_max(), room});
             if (len == 0) break;
+            // TSO: a sub-MSS tail that is not the end of the data waits for
+            // the next round, where SWS avoidance and Nagle judge it alone.
+            if (len > snd_.mss && len < uint32_t(unsent)) len -= len % snd_.mss;
             // Sender SWS avoidance (RFC 9293 §3.8.6.2.1) and Nagle (§3.7.4).
             bool retrans = snd_.nxt - snd_.max < 0;
-            bool full = len == snd_.mss;
+            bool full = len >= snd_.mss;
             bool all = len == uint32_t(unsent);
             bool idle = snd_.nxt == snd_.una;
             bool half_wnd = snd_.max_wnd > 0 && len >= snd_.max_wnd / 2;

@@ -84,6 +84,12 @@ struct Config {
     Duration delayed_ack = std::chrono::milliseconds(1);
     uint32_t delayed_ack_segments = 2;   // 1 = ACK every segment
 
+    // TCP segmentation offload: when above the send MSS, new data goes out in
+    // OutSegments of up to this many payload bytes (a whole number of
+    // segments) that the device cuts into MSS-sized ones (OutSegment::
+    // tso_segsz). 0 = off. Retransmissions of a lost segment stay one MSS.
+    uint32_t tso_max = 0;
+
     bool nagle = false;          // RFC 9293 §3.7.4 (opt-in, like TCP_NODELAY off)
     KeepaliveConfig keepalive;
 
@@ -167,7 +173,7 @@ struct TxView {
     const std::byte* data = nullptr;
     uint32_t len = 0;
 };
-inline constexpr size_t kMaxTxViews = 8; // a segment spans at most this many send-queue slices
+inline constexpr size_t kMaxTxViews = 16; // a segment spans at most this many send-queue slices
 
 struct OutSegment {
     ConnId conn;
@@ -175,6 +181,10 @@ struct OutSegment {
     TcpRepr repr;
     uint8_t ip_ecn = 0;       // 2-bit ECN field: 0 Not-ECT, 2 ECT(0)
     uint8_t view_count = 0;
+    // Non-zero: the payload is more than one segment (TSO, Config::tso_max);
+    // the device cuts it into tso_segsz-byte segments, each with these
+    // headers (SEQ advanced; FIN and PSH on the last, CWR on the first only).
+    uint16_t tso_segsz = 0;
     std::array<TxView, kMaxTxViews> views{};
 
     std::span<const TxView> payload() const { return {views.data(), view_count}; }
@@ -374,6 +384,8 @@ private:
     uint16_t advertise_window();
     uint32_t in_flight() const;
     uint32_t usable_window() const;
+    // Payload bytes one OutSegment of new data may carry: the MSS, or Config::tso_max.
+    uint32_t seg_max() const { return cfg_.tso_max > snd_.mss ? cfg_.tso_max : snd_.mss; }
     void drop_acked(SeqNum new_una, Actions& out);
     void arm_rto(Instant now);
     void update_deadline();

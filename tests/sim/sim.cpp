@@ -195,7 +195,37 @@ void SimNet::dispatch(Side s) {
         for (const tcp::OutSegment& seg : out.segments) {
             std::array<wire::Bytes, tcp::kMaxTxViews> views;
             for (uint8_t i = 0; i < seg.view_count; i++) views[i] = wire::Bytes(seg.views[i].data, seg.views[i].len);
-            link.send(now_, build_frame(seg.src, seg.dst, seg.ip_ecn, seg.repr, std::span(views.data(), seg.view_count)));
+            if (seg.tso_segsz == 0) {
+                link.send(now_, build_frame(seg.src, seg.dst, seg.ip_ecn, seg.repr, std::span(views.data(), seg.view_count)));
+                continue;
+            }
+            // TSO as a NIC does it: tso_segsz-byte pieces, each with the
+            // headers, SEQ advanced, FIN/PSH on the last and CWR on the first.
+            ++st_.tso_segments;
+            const uint32_t total = seg.payload_len();
+            uint8_t vi = 0;
+            uint32_t voff = 0;
+            for (uint32_t off = 0; off < total; off += seg.tso_segsz) {
+                const uint32_t len = std::min<uint32_t>(seg.tso_segsz, total - off);
+                std::array<wire::Bytes, tcp::kMaxTxViews> piece;
+                uint8_t np = 0;
+                for (uint32_t got = 0; got < len;) {
+                    uint32_t take = std::min<uint32_t>(uint32_t(views[vi].size()) - voff, len - got);
+                    piece[np++] = views[vi].subspan(voff, take);
+                    got += take;
+                    voff += take;
+                    if (voff == views[vi].size()) {
+                        ++vi;
+                        voff = 0;
+                    }
+                }
+                wire::TcpRepr r = seg.repr;
+                r.seq = seg.repr.seq + off;
+                if (off + len < total) r.flags &= uint8_t(~(wire::tcp_flags::FIN | wire::tcp_flags::PSH));
+                if (off != 0) r.flags &= uint8_t(~wire::tcp_flags::CWR);
+                ++st_.tso_pieces;
+                link.send(now_, build_frame(seg.src, seg.dst, seg.ip_ecn, r, std::span(piece.data(), np)));
+            }
         }
         // Events may call back into the host (accept, send, close): take them
         // out first. Accept before looking at data: an accepted connection's

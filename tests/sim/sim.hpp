@@ -76,6 +76,8 @@ struct SimStats {
     uint64_t frames_in = 0;
     uint64_t events = 0;
     uint64_t unowned_bytes = 0; // data for a connection the test does not know (a bug)
+    uint64_t tso_segments = 0;  // OutSegments cut by the simulated NIC (TSO)
+    uint64_t tso_pieces = 0;    // frames they became
 };
 
 class SimNet {

@@ -126,13 +126,14 @@ void describe(SimNet& net, const Endpoint& a, const Endpoint* b) {
     if (b) describe_end(net, *b);
 }
 
-void bulk(tcp::CcAlgo cc, double loss, uint64_t seed, bool sack = true, bool timestamps = true) {
+void bulk(tcp::CcAlgo cc, double loss, uint64_t seed, bool sack = true, bool timestamps = true, bool tso = false) {
     const uint64_t n = bulk_bytes();
     auto wall0 = std::chrono::steady_clock::now();
     SimConfig cfg = config(cc, loss, seed);
     for (tcp::HostConfig* h : {&cfg.host_a, &cfg.host_b}) {
         h->tcp.sack = sack;
         h->tcp.timestamps = timestamps;
+        if (tso) h->tcp.tso_max = 60000;  // the simulated NIC cuts them (SimNet::dispatch)
     }
     SimNet net(cfg);
     net.listen(5001, 16, n);
@@ -164,6 +165,12 @@ void bulk(tcp::CcAlgo cc, double loss, uint64_t seed, bool sack = true, bool tim
     CHECK(b->sent_hash.h == a->recv_hash.h);
     CHECK(a->reason == tcp::CloseReason::Normal);
     CHECK(b->reason == tcp::CloseReason::Normal);
+    if (tso) {
+        std::fprintf(stderr, "  TSO: %llu segments cut into %llu frames\n",
+                     (unsigned long long)net.stats().tso_segments, (unsigned long long)net.stats().tso_pieces);
+        CHECK(net.stats().tso_segments > 0);
+        CHECK(net.stats().tso_pieces > 2 * net.stats().tso_segments);
+    }
     if (cc == tcp::CcAlgo::Dctcp) {
         // ECN was negotiated (ECT frames on the wire) and, where a queue can
         // build (with 5% loss or more cwnd stays small), the link marked frames.
@@ -203,6 +210,10 @@ TEST_CASE("sim bulk: NewReno without SACK and timestamps 5% loss", "[sim][bulk][
 TEST_CASE("sim bulk: NewReno without SACK and timestamps 20% loss", "[sim][bulk][nosack20]") {
     bulk(tcp::CcAlgo::NewReno, 0.20, 14, false, false);
 }
+
+TEST_CASE("sim bulk: CUBIC with TSO 0% loss", "[sim][bulk][tso][l0]") { bulk(tcp::CcAlgo::Cubic, 0.00, 15, true, true, true); }
+TEST_CASE("sim bulk: CUBIC with TSO 5% loss", "[sim][bulk][tso][l5]") { bulk(tcp::CcAlgo::Cubic, 0.05, 16, true, true, true); }
+TEST_CASE("sim bulk: DCTCP with TSO 1% loss", "[sim][bulk][tso][l1]") { bulk(tcp::CcAlgo::Dctcp, 0.01, 17, true, true, true); }
 
 TEST_CASE("sim: connection setup and teardown under 20% loss", "[sim][setup]") {
     SimNet net(config(tcp::CcAlgo::NewReno, 0.20, 21));

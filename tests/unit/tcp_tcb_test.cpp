@@ -1081,3 +1081,56 @@ TEST_CASE("RFC 1122 §4.2.2.17 an RTO into a zero window probes and never times 
     CHECK(t.tcb->state() == State::Closed);
     CHECK(t.closed_reason() == CloseReason::RetransmitTimeout);
 }
+
+// ---------------------------------------------------------------------------
+// TCP segmentation offload
+
+TEST_CASE("TSO: new data leaves in whole-MSS super-segments; an RTO retransmits one MSS", "[tcp][tso]") {
+    Config c = TcbFixture::default_config();
+    c.tso_max = 10000;  // 6 x 1460 = 8760 per OutSegment
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send(std::string(20000, 's')) == SendResult::Ok);
+    t.flush();
+    REQUIRE(!t.out.segments.empty());
+    uint32_t sent = 0;
+    for (const OutSegment& o : t.out.segments) {
+        INFO(t.describe(o));
+        CHECK(o.repr.seq.raw() == kIss + 1 + sent);
+        CHECK(o.payload_len() % 1460 == 0);
+        CHECK(o.payload_len() <= 8760);
+        CHECK(o.tso_segsz == (o.payload_len() > 1460 ? 1460 : 0));
+        CHECK((o.repr.flags & PSH) == 0);  // more data follows
+        sent += o.payload_len();
+    }
+    CHECK(t.out.segments.front().payload_len() == 8760);
+    CHECK(sent == t.tcb->stats().bytes_in_flight);  // as much as cwnd allows, in whole segments
+    t.clear();
+    t.advance(t.tcb->next_deadline() - t.now);  // RTO
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].payload_len() == 1460);
+    CHECK(t.out.segments[0].tso_segsz == 0);
+    CHECK(t.out.segments[0].repr.seq.raw() == kIss + 1);
+}
+
+TEST_CASE("TSO: the end of the data may be a partial segment, with PSH; a mid-stream tail waits", "[tcp][tso]") {
+    Config c = TcbFixture::default_config();
+    c.tso_max = 60000;
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send(std::string(3000, 'e')) == SendResult::Ok);  // 2 x 1460 + 80
+    t.flush();
+    t.expect_sent({{ACK | PSH, 0, 0, std::string(3000, 'e')}});
+    // (expect_sent cleared them; the segment was one TSO request)
+    t.recv(t.seg(ACK, 0, 3000));
+    t.clear();
+    // The peer's window cuts the data mid-segment: whole segments go, the
+    // 40-byte remainder inside the window waits (sender SWS avoidance).
+    REQUIRE(t.send(std::string(5000, 'f')) == SendResult::Ok);
+    t.recv(t.seg(ACK, 0, 3000, 4420));  // 3 x 1460 + 40
+    t.flush();
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].payload_len() == 4380);
+    CHECK(t.out.segments[0].tso_segsz == 1460);
+    CHECK((t.out.segments[0].repr.flags & PSH) == 0);
+}
