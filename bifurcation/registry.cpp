@@ -13,6 +13,7 @@
 #include <charconv>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -35,17 +36,19 @@ std::string join_ports(const std::vector<uint16_t>& ports) {
     return out;
 }
 
-// mkdir -p
-bool make_dirs(const std::string& path, std::string* err) {
+// mkdir -p. 0 or the errno of the mkdir that failed (ENOENT when a releaser
+// removed a parent between two steps: the caller retries).
+int make_dirs(const std::string& path, std::string* err) {
     for (size_t pos = 1; pos <= path.size(); ++pos) {
         if (pos != path.size() && path[pos] != '/') continue;
         const std::string prefix = path.substr(0, pos);
         if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-            if (err) *err = fmt::format("cannot create {}: {}", prefix, std::strerror(errno));
-            return false;
+            const int e = errno;
+            if (err) *err = fmt::format("cannot create {}: {}", prefix, std::strerror(e));
+            return e;
         }
     }
-    return true;
+    return 0;
 }
 
 bool write_file_atomic(const std::string& path, const std::string& text, std::string* err) {
@@ -67,36 +70,96 @@ bool write_file_atomic(const std::string& path, const std::string& text, std::st
     return true;
 }
 
-// The exclusive lock on <dir>/.lock, released on scope exit.
+// The exclusive lock on <dir>/.lock, released on scope exit. The lock file
+// may be unlinked (and the directory removed) by the last release() while we
+// wait for it (see registry.hpp, "Removal"), so a lock only counts once the
+// path still names the inode we locked; otherwise we start again, re-creating
+// the directory when `create`.
 class DirLock {
 public:
-    DirLock(const std::string& dir, std::string* err) {
-        const std::string path = dir + "/.lock";
-        fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (fd_ < 0) {
-            if (err) *err = fmt::format("cannot open {}: {}", path, std::strerror(errno));
-            return;
+    DirLock(const std::string& dir, bool create, std::string* err) : path_(dir + "/.lock") {
+        // Each retry means a release removed the directory under us; a bound
+        // only guards against a broken file system.
+        for (int attempt = 0; attempt < 1000; ++attempt) {
+            if (create) {
+                const int e = make_dirs(dir, err);
+                if (e == ENOENT) continue;
+                if (e != 0) return;
+            }
+            fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+            if (fd_ < 0) {
+                const int e = errno;
+                if (e == ENOENT && create) continue;
+                if (err) *err = fmt::format("cannot open {}: {}", path_, std::strerror(e));
+                return;
+            }
+            int rc;
+            do {
+                rc = ::flock(fd_, LOCK_EX);
+            } while (rc != 0 && errno == EINTR);
+            if (rc != 0) {
+                if (err) *err = fmt::format("cannot lock {}: {}", path_, std::strerror(errno));
+                close_fd();
+                return;
+            }
+            struct stat held {}, named {};
+            if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+                held.st_ino == named.st_ino)
+                return; // locked, and still the registry's lock file
+            close_fd(); // a release unlinked it while we waited
+            if (!create) {
+                if (err) *err = fmt::format("{} was removed", path_);
+                return;
+            }
         }
-        int rc;
-        do {
-            rc = ::flock(fd_, LOCK_EX);
-        } while (rc != 0 && errno == EINTR);
-        if (rc != 0) {
-            if (err) *err = fmt::format("cannot lock {}: {}", path, std::strerror(errno));
-            ::close(fd_);
-            fd_ = -1;
-        }
+        if (err) *err = fmt::format("cannot lock {}: it keeps being removed", path_);
     }
-    ~DirLock() {
-        if (fd_ >= 0) ::close(fd_); // closing drops the flock
-    }
+    ~DirLock() { close_fd(); } // closing drops the flock
     DirLock(const DirLock&) = delete;
     DirLock& operator=(const DirLock&) = delete;
     bool ok() const { return fd_ >= 0; }
+    const std::string& path() const { return path_; }
 
 private:
+    void close_fd() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+    std::string path_;
     int fd_ = -1;
 };
+
+// parent_dir("/a/b/c/") == "/a/b", basename_of("/a/b/c/") == "c" ("" when
+// there is no such component).
+std::string parent_dir(const std::string& path) {
+    const size_t end = path.find_last_not_of('/');
+    if (end == std::string::npos) return {};
+    const size_t slash = path.rfind('/', end);
+    return slash == std::string::npos || slash == 0 ? std::string() : path.substr(0, slash);
+}
+std::string basename_of(const std::string& path) {
+    const size_t end = path.find_last_not_of('/');
+    if (end == std::string::npos) return {};
+    const size_t slash = path.rfind('/', end);
+    const size_t begin = slash == std::string::npos ? 0 : slash + 1;
+    return path.substr(begin, end + 1 - begin);
+}
+
+// Whether `dir` holds nothing but the lock file.
+bool only_lock_left(const std::string& dir) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return false;
+    bool only = true;
+    while (const dirent* de = ::readdir(d)) {
+        const std::string_view name = de->d_name;
+        if (name != "." && name != ".." && name != ".lock") {
+            only = false;
+            break;
+        }
+    }
+    ::closedir(d);
+    return only;
+}
 
 std::vector<std::string> entry_files(const std::string& dir) {
     std::vector<std::string> out;
@@ -269,8 +332,7 @@ std::string Registry::default_dir(const std::string& ifname) {
 std::optional<Registry> Registry::claim(const std::string& dir, const std::string& ifname,
                                         RegistryEntry mine, const StaleCleanup& cleanup,
                                         std::string* err) {
-    if (!make_dirs(dir, err)) return std::nullopt;
-    DirLock lock(dir, err);
+    DirLock lock(dir, /*create=*/true, err);
     if (!lock.ok()) return std::nullopt;
     auto lg = log::get("bifurcation");
 
@@ -333,7 +395,7 @@ bool Registry::update(const RegistryEntry& e, std::string* err) {
         return false;
     }
     std::string lerr;
-    DirLock lock(dir_, &lerr);
+    DirLock lock(dir_, /*create=*/false, &lerr);
     if (!lock.ok()) {
         if (err) *err = lerr;
         return false;
@@ -346,8 +408,20 @@ void Registry::release() {
     if (dir_.empty()) return;
     {
         std::string err;
-        DirLock lock(dir_, &err);
+        DirLock lock(dir_, /*create=*/false, &err);
         ::unlink(entry_path().c_str());
+        // The last one out removes the lock file and the directory, under the
+        // lock (registry.hpp, "Removal"). rmdir fails harmlessly (ENOTEMPTY)
+        // when a starter re-created .lock in between.
+        if (lock.ok() && only_lock_left(dir_)) {
+            ::unlink(lock.path().c_str());
+            if (::rmdir(dir_.c_str()) == 0) {
+                // The namespace's directory (default_dir()'s "net-<inode>"), if
+                // no other interface is registered in it.
+                const std::string parent = parent_dir(dir_);
+                if (basename_of(parent).rfind("net-", 0) == 0) ::rmdir(parent.c_str());
+            }
+        }
     }
     dir_.clear();
 }

@@ -16,6 +16,23 @@
 // client ports or listening ports overlap a live entry, with a message naming
 // both processes. The entry is removed again by release() / the destructor.
 //
+// Removal: nothing stays behind once the last process on an interface is
+// gone. The release() that removes the last entry, still holding the lock,
+// unlinks .lock, removes the then-empty <ifname> directory and, if it is
+// empty too, the net-<inode> directory above it (a parent named otherwise is
+// left alone). Starters race with that safely because a lock only counts when
+// it is held on the file the path names:
+//   1. mkdir -p the directory; open(.lock, O_CREAT); flock(LOCK_EX);
+//   2. if .lock no longer exists or is another inode than the one locked (a
+//      release unlinked it while we waited), close and go back to 1;
+//   3. a mkdir or open failing with ENOENT (a release removed a directory
+//      between two steps) also goes back to 1.
+// A release never removes a directory holding anything but .lock (rmdir
+// fails if a starter re-created .lock in between: the directory stays, with a
+// valid lock), and entries are only written under a valid lock, so an entry
+// is never lost with its directory. A crashed process's entry stays until the
+// next claim() on that interface cleans it up.
+//
 // Set-up / shutdown only (file I/O, flock).
 #pragma once
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -236,6 +237,122 @@ TEST_CASE("Registry refuses overlapping plans with a clear message") {
     }
     CHECK(!fs::exists(fs::path(dir) / (std::to_string(::getpid()) + "-0.entry")));
     CHECK(Registry::list(dir).size() == 1);
+}
+
+TEST_CASE("Registry: the last release removes .lock and the directories; two holders share them") {
+    TempDir tmp;
+    const fs::path ns = tmp.path / "net-4026531840"; // default_dir()'s layout
+    const std::string dir = ns / "veth0";
+    std::string err;
+    RegistryEntry first = entry(::getpid(), {61440, 63487}, {80});
+    RegistryEntry second = entry(::getpid(), {63488, 65535}, {81});
+    second.slot = 1;
+    {
+        auto a = Registry::claim(dir, "veth0", first, nullptr, &err);
+        REQUIRE(a);
+        auto b = Registry::claim(dir, "veth0", second, nullptr, &err);
+        REQUIRE(b);
+        CHECK(Registry::list(dir).size() == 2);
+        a->release();
+        // The other holder keeps the directory, its lock and its entry.
+        CHECK(fs::exists(fs::path(dir) / ".lock"));
+        REQUIRE(Registry::list(dir).size() == 1);
+        CHECK(Registry::list(dir)[0].slot == 1);
+        RegistryEntry upd = b->entry();
+        upd.extra["xdp_prog_id"] = "42";
+        CHECK(b->update(upd, &err));
+        // A claim after a release works next to the remaining holder.
+        auto c = Registry::claim(dir, "veth0", first, nullptr, &err);
+        REQUIRE(c);
+        CHECK(Registry::list(dir).size() == 2);
+    } // c, then b: the last one out removes everything
+    CHECK(!fs::exists(dir));
+    CHECK(!fs::exists(ns));
+    CHECK(fs::exists(tmp.path));
+
+    // Claiming again re-creates it all.
+    {
+        auto a = Registry::claim(dir, "veth0", first, nullptr, &err);
+        REQUIRE(a);
+        CHECK(fs::exists(fs::path(dir) / ".lock"));
+        // Another interface in the same namespace keeps the namespace's directory.
+        const std::string other = ns / "veth1";
+        {
+            auto o = Registry::claim(other, "veth1", first, nullptr, &err);
+            REQUIRE(o);
+        }
+        CHECK(!fs::exists(other));
+        CHECK(fs::exists(dir));
+    }
+    CHECK(!fs::exists(ns));
+
+    // A directory holding anything but the lock (here a stray file) stays, and
+    // a parent not named net-* is never removed.
+    const std::string plain = tmp.path / "reg" / "veth0";
+    {
+        auto a = Registry::claim(plain, "veth0", first, nullptr, &err);
+        REQUIRE(a);
+        put(fs::path(plain) / "notes", "x\n");
+    }
+    CHECK(fs::exists(fs::path(plain) / "notes"));
+    fs::remove(fs::path(plain) / "notes");
+    {
+        auto a = Registry::claim(plain, "veth0", first, nullptr, &err);
+        REQUIRE(a);
+    }
+    CHECK(!fs::exists(plain));
+    CHECK(fs::exists(tmp.path / "reg"));
+}
+
+TEST_CASE("Registry: concurrent claims and last releases never fail and leave nothing behind") {
+    TempDir tmp;
+    const fs::path ns = tmp.path / "net-1";
+    const std::string dir = ns / "veth0";
+    constexpr int kProcs = 4, kRounds = 400;
+    std::vector<pid_t> kids;
+    for (int i = 0; i < kProcs; ++i) {
+        const pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            // Each process its own slot and ports; most rounds it is the last
+            // one out, so the directory is removed and re-created under the
+            // others' feet.
+            RegistryEntry mine = entry(::getpid(), {uint16_t(60000 + 100 * i), uint16_t(60099 + 100 * i)});
+            mine.slot = uint16_t(i);
+            int status = 0;
+            for (int round = 0; round < kRounds && status == 0; ++round) {
+                std::string err;
+                auto r = Registry::claim(dir, "veth0", mine, nullptr, &err);
+                if (!r) {
+                    std::fprintf(stderr, "child %d round %d: claim failed: %s\n", i, round, err.c_str());
+                    status = 1;
+                    break;
+                }
+                bool seen = false;
+                for (const RegistryEntry& e : Registry::list(dir)) seen |= e.pid == ::getpid();
+                if (!seen || !fs::exists(fs::path(dir) / ".lock")) {
+                    std::fprintf(stderr, "child %d round %d: own entry or lock missing\n", i, round);
+                    status = 2;
+                }
+                RegistryEntry upd = r->entry();
+                upd.extra["round"] = std::to_string(round);
+                if (!r->update(upd, &err)) {
+                    std::fprintf(stderr, "child %d round %d: update failed: %s\n", i, round, err.c_str());
+                    status = 3;
+                }
+            }
+            ::_exit(status);
+        }
+        kids.push_back(pid);
+    }
+    for (pid_t k : kids) {
+        int st = 0;
+        REQUIRE(::waitpid(k, &st, 0) == k);
+        CHECK(WIFEXITED(st));
+        CHECK(WEXITSTATUS(st) == 0);
+    }
+    CHECK(!fs::exists(dir));
+    CHECK(!fs::exists(ns));
 }
 
 TEST_CASE("Registry cleans the entries of dead processes and undoes their reserved ports") {
