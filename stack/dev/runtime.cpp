@@ -359,6 +359,13 @@ void remove_dpdk_files(const std::string& prefix) {
     fs::remove_all(fs::path("/var/run/dpdk") / prefix, ec);
 }
 
+Status require_root_for_iface(const std::string& iface) {
+    if (::geteuid() == 0) return {};
+    return fail(Errc::NotRoot, fmt::format("AF_XDP on '{}' needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_IPC_LOCK): "
+                                           "run as root",
+                                           iface));
+}
+
 std::string Runtime::default_xdp_prog() {
     if (const char* env = std::getenv("CRESCENT_XDP_PROG"); env && *env) return env;
     if (file_exists(CRESCENT_XDP_PROG_BUILD)) return CRESCENT_XDP_PROG_BUILD;
@@ -378,10 +385,7 @@ Status Runtime::start(const RuntimeConfig& cfg_in, std::unique_ptr<Runtime>* out
     if (iface_mode) {
         if (cfg.iface.empty()) return fail(Errc::BadConfig, "no interface given (--iface IFACE)");
         if (cfg.queues == 0) return fail(Errc::BadConfig, "at least one queue is needed");
-        if (::geteuid() != 0)
-            return fail(Errc::NotRoot, fmt::format("AF_XDP on '{}' needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN, "
-                                                   "CAP_IPC_LOCK): run as root",
-                                                   cfg.iface));
+        if (Status st = require_root_for_iface(cfg.iface); !st) return st;
         rt->ifindex_ = int(if_nametoindex(cfg.iface.c_str()));
         if (rt->ifindex_ == 0)
             return fail(Errc::UnknownInterface,

@@ -118,6 +118,12 @@ private:
     bool eal_up_ = false;
 };
 
+// Iface mode needs root (AF_XDP sockets, XDP programs, hugepages): a NotRoot
+// status naming `iface` and the fix when this process is not root, else ok.
+// Runtime::start checks it; callers that claim anything for the interface
+// before starting the Runtime check it first.
+Status require_root_for_iface(const std::string& iface);
+
 // Remove what a DPDK primary with file prefix `prefix` may leave: hugepage
 // files "<prefix>map_*" on every hugetlbfs mount and /var/run/dpdk/<prefix>.
 void remove_dpdk_files(const std::string& prefix);

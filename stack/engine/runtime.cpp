@@ -168,6 +168,9 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
             // Nothing is claimed or reserved for an interface that is not there.
             if (if_nametoindex(o.iface.c_str()) == 0)
                 return fail(fmt::format("no network interface '{}' in this network namespace (see `ip link`)", o.iface));
+            // ... nor by a process that could not attach to it (the registry
+            // and the reserved-ports sysctl would only fail with EACCES).
+            if (dev::Status st = dev::require_root_for_iface(o.iface); !st) return fail(st.message());
             bifurcation::SessionOptions so;
             so.reserve_ports = o.reserve_ports;
             so.extra_cleanup = detach_stale_xdp;
