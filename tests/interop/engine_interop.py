@@ -24,8 +24,10 @@ Cases:
                     two namespaces.
   capture           tcpdump of a crescent <-> Linux flow parses cleanly and both
                     SYNs carry window scale, SACK-permitted and timestamps.
-  badinput          unknown interface, EAL failure, interface already in use:
-                    one-line error, non-zero exit, nothing left behind.
+  badinput          unknown interface, no hugepages (none reserved; hugetlbfs not
+                    mounted), no permission (an unprivileged user), EAL failure,
+                    bad options, interface already in use: one-line error naming
+                    the cause and the fix, non-zero exit, nothing left behind.
   gateway           three namespaces A - G - B (G forwards): crescent client in A
                     <-> kernel-echo in B, reachable only through the route via G;
                     crescent takes the route from netlink and the gateway's MAC
@@ -39,6 +41,7 @@ Cases:
                     run succeeds only if crescent took the new MAC from netlink.
 Exit 77 (skip) when not root.
 """
+import glob
 import os
 import re
 import socket
@@ -84,6 +87,13 @@ class Bed:
         sh(self.testbed, "down", self.name, check=False)
         for pf in self.prefixes:
             sh(self.testbed, "clean-hugefiles", pf, check=False)
+        # A failed case may leave its registry directories (see no_leftovers).
+        for d in glob.glob(f"/run/crescent/net-*/{self.name}-*"):
+            sh("rm", "-rf", d, check=False)
+            try:
+                os.rmdir(os.path.dirname(d))  # the namespace's directory, once empty
+            except OSError:
+                pass
 
     def ns(self, which):
         return self.a if which == "a" else self.b
@@ -127,6 +137,12 @@ class Bed:
             if left:
                 print(f"FAIL: hugepage files left behind: {left}")
                 ok = False
+        # The port registry (bifurcation/registry.hpp) goes with the last
+        # crescent process on the interface.
+        left = glob.glob(f"/run/crescent/*/{iface}")
+        if left:
+            print(f"FAIL: registry directory left behind: {left} {[os.listdir(d) for d in left]}")
+            ok = False
         return ok
 
 
@@ -347,12 +363,75 @@ def case_capture(testbed):
         return 0 if ok and bed.no_leftovers("a", bed.va) else 1
 
 
-def one_line_error(r, must):
+# crescent's own progress log lines ("[12:00:00.000] [runtime] [info] ...").
+INFO_LOG = re.compile(r"^\[[\d:.]+\] \[\w+\] \[(info|debug|trace)\] ")
+
+
+def one_line_error(r, must, strict=False):
+    """Non-zero exit and a last "crescent..." stderr line matching `must`;
+    strict: besides info logging, that line is all stderr says (no EAL dump)."""
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
     err_lines = [l for l in lines if l.startswith("crescent")]
     ok = r.returncode != 0 and len(err_lines) >= 1 and re.search(must, err_lines[-1], re.I)
     print(f"rc={r.returncode} last: {err_lines[-1] if err_lines else '(none)'}")
+    if strict:
+        other = [l for l in lines if not INFO_LOG.match(l)]
+        if len(other) != 1:
+            print(f"FAIL: expected one error line, stderr has {len(other)}: {other[:10]}")
+            ok = False
     return bool(ok)
+
+
+# A private mount namespace (inside `ip netns exec`'s own) where the kernel
+# reports no hugepages reserved: an empty hugepages-2048kB over
+# /sys/kernel/mm/hugepages. Then `exec "$0" "$@"`.
+NO_HUGEPAGES_SH = ("mount -t tmpfs crescent-nohuge /sys/kernel/mm/hugepages && "
+                   "d=/sys/kernel/mm/hugepages/hugepages-2048kB && mkdir $d && "
+                   "for f in nr_hugepages free_hugepages resv_hugepages surplus_hugepages "
+                   "nr_overcommit_hugepages; do echo 0 > $d/$f; done && exec \"$0\" \"$@\"")
+# ... where no hugetlbfs is mounted.
+NO_HUGETLBFS_SH = ("umount -a -t hugetlbfs 2>/dev/null; ! grep -q ' hugetlbfs ' /proc/mounts && "
+                   "exec \"$0\" \"$@\"")
+# An unprivileged user (nobody) without capabilities.
+AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all")
+
+
+def in_mount_ns(script, *cmd):
+    return ("unshare", "-m", "--propagation", "private", "sh", "-c", script) + cmd
+
+
+def badinput_resources(bed):
+    """No hugepages and no permission: each refused with its cause and fix,
+    and nothing attached, reserved or registered for the interface."""
+    ok = True
+    # --iface with no hugepages reserved in the kernel.
+    r = bed.run("a", *in_mount_ns(NO_HUGEPAGES_SH, CRESCENT_ECHO, "--iface", bed.va, "--file-prefix",
+                                  bed.prefix("h")), timeout=60)
+    ok &= one_line_error(r, r"no free hugepages.*tools/testbed hugepages", strict=True)
+    # --eal (hugepage files, not --in-memory) with no hugetlbfs mounted. (--iface
+    # runs --in-memory, which needs no hugetlbfs: anonymous hugepages.)
+    r = bed.run("a", *in_mount_ns(NO_HUGETLBFS_SH, CRESCENT_ECHO, "--eal", "--no-pci --vdev=net_bogus0", "--ip",
+                                  "10.1.1.1/24", "--file-prefix", bed.prefix("m")), timeout=60)
+    ok &= one_line_error(r, r"hugetlbfs is not mounted.*(tools/testbed hugepages|mount -t hugetlbfs)", strict=True)
+    ok &= bed.no_leftovers("a", bed.va)
+    # Not root. nobody must be able to run the build's binary (and reach its
+    # libcrescent); if the tree is not readable for it, say so and skip.
+    probe = bed.run("a", *AS_NOBODY, CRESCENT_ECHO, "--help", timeout=30)
+    if probe.returncode != 0:
+        print(f"NOTE: no-permission check skipped: nobody cannot run {CRESCENT_ECHO} "
+              f"(rc={probe.returncode} {probe.stderr.strip()[-300:]})")
+        return ok
+
+    def reserved():  # per network namespace
+        return bed.run("a", "cat", "/proc/sys/net/ipv4/ip_local_reserved_ports", timeout=10).stdout
+    before = reserved()
+    r = bed.run("a", *AS_NOBODY, CRESCENT_ECHO, "--iface", bed.va, "--file-prefix", bed.prefix("p"), timeout=60)
+    ok &= one_line_error(r, r"needs root.*run as root", strict=True)
+    if reserved() != before:
+        print("FAIL: the refused start changed ip_local_reserved_ports")
+        ok = False
+    ok &= bed.no_leftovers("a", bed.va)
+    return ok
 
 
 def case_badinput(testbed):
@@ -367,6 +446,7 @@ def case_badinput(testbed):
         ok &= one_line_error(r, "--mode")
         r = bed.run("a", CRESCENT_ECHO, "--iface", bed.va, "--port", "70000", timeout=60)
         ok &= one_line_error(r, "--port")
+        ok &= badinput_resources(bed)
         # The interface is taken by a first instance: the second must refuse.
         srv = crescent_server(bed, "a", bed.va)
         if not bed.wait_port("b", "10.77.0.1", 7):
