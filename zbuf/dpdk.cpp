@@ -64,7 +64,17 @@ void note_element(rte_mempool* mp, void* arg, void* obj, unsigned) {
 
 // --- (d) TX -------------------------------------------------------------------
 
-void extbuf_free(void* addr, void*) { zbuf::unref(addr); }
+// One attachment's shared info, with the pool it returns to.
+struct AttachInfo {
+    rte_mbuf_ext_shared_info sh;
+    rte_mempool* pool;
+};
+
+void extbuf_free(void* addr, void* opaque) {
+    zbuf::unref(addr);
+    auto* ai = static_cast<AttachInfo*>(opaque);
+    rte_mempool_put(ai->pool, ai);
+}
 
 } // namespace
 
@@ -214,22 +224,45 @@ Slice rx_slice(rte_mbuf* m) {
 
 // --- (d) TX ---------------------------------------------------------------------
 
-rte_mempool* create_attach_pool(const std::string& name, uint32_t n, uint32_t cache_size, int socket) {
-    uint16_t priv = uint16_t(RTE_ALIGN_CEIL(sizeof(rte_mbuf_ext_shared_info), RTE_MBUF_PRIV_ALIGN));
-    return rte_pktmbuf_pool_create(name.c_str(), n, cache_size, priv, 0, socket);
+AttachPool create_attach_pool(const std::string& name, uint32_t n, uint32_t cache_size, int socket) {
+    AttachPool p;
+    p.mbufs = rte_pktmbuf_pool_create(name.c_str(), n, cache_size, 0, 0, socket);
+    if (!p.mbufs) return {};
+    p.shinfo = rte_mempool_create((name + "_sh").c_str(), n, sizeof(AttachInfo), cache_size, 0, nullptr, nullptr,
+                                  nullptr, nullptr, socket, 0);
+    if (!p.shinfo) {
+        rte_mempool_free(p.mbufs);
+        return {};
+    }
+    return p;
 }
 
-rte_mbuf* attach_slice(rte_mempool* attach_pool, const Slice& s, uint16_t headroom) {
-    if (!s || headroom > s.offset() || size_t(headroom) + s.size() > UINT16_MAX) return nullptr;
-    rte_mbuf* m = rte_pktmbuf_alloc(attach_pool);
-    if (!m) return nullptr;
-    auto* shinfo = static_cast<rte_mbuf_ext_shared_info*>(rte_mbuf_to_priv(m));
-    shinfo->free_cb = extbuf_free;
-    shinfo->fcb_opaque = nullptr;
-    rte_mbuf_ext_refcnt_set(shinfo, 1);
-    // The mbuf's own reference, dropped by extbuf_free(buf_addr).
+bool free_attach_pool(AttachPool& p) {
+    if ((p.mbufs && rte_mempool_in_use_count(p.mbufs) != 0) || (p.shinfo && rte_mempool_in_use_count(p.shinfo) != 0))
+        return false;
+    rte_mempool_free(p.mbufs);
+    rte_mempool_free(p.shinfo);
+    p = {};
+    return true;
+}
+
+rte_mbuf* attach_slice(const AttachPool& pool, const Slice& s, uint16_t headroom) {
+    if (!s || !pool || headroom > s.offset() || size_t(headroom) + s.size() > UINT16_MAX) return nullptr;
+    void* e = nullptr;
+    if (rte_mempool_get(pool.shinfo, &e) != 0) return nullptr;
+    rte_mbuf* m = rte_pktmbuf_alloc(pool.mbufs);
+    if (!m) {
+        rte_mempool_put(pool.shinfo, e);
+        return nullptr;
+    }
+    auto* ai = static_cast<AttachInfo*>(e);
+    ai->pool = pool.shinfo;
+    ai->sh.free_cb = extbuf_free;
+    ai->sh.fcb_opaque = ai;
+    rte_mbuf_ext_refcnt_set(&ai->sh, 1);
+    // The attachment's reference, dropped by extbuf_free(buf_addr).
     std::byte* buf = s.buf().share().release() + s.offset() - headroom;
-    rte_pktmbuf_attach_extbuf(m, buf, rte_iova_t(s.iova() - headroom), uint16_t(headroom + s.size()), shinfo);
+    rte_pktmbuf_attach_extbuf(m, buf, rte_iova_t(s.iova() - headroom), uint16_t(headroom + s.size()), &ai->sh);
     m->data_off = headroom;
     m->data_len = uint16_t(s.size());
     m->pkt_len = uint32_t(s.size());

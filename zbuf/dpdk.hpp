@@ -92,16 +92,28 @@ rte_mbuf* mbuf_of(const void* p);
 // result is empty and the caller still owns m.
 Slice rx_slice(rte_mbuf* m);
 
-// (d) TX: a pool of data-less mbufs for attaching Slices as external buffers;
-// each mbuf's private area holds its rte_mbuf_ext_shared_info.
-rte_mempool* create_attach_pool(const std::string& name, uint32_t n, uint32_t cache_size, int socket);
+// (d) TX: data-less mbufs for attaching Slices as external buffers, and the
+// rte_mbuf_ext_shared_info blocks of those attachments. The shared info has a
+// pool of its own rather than the mbuf's private area: an indirect mbuf
+// attached to ours (rte_pktmbuf_clone, rte_gso_segment, a PMD's software TSO)
+// goes on using it after our mbuf is freed and recycled; it returns to its
+// pool, and the obj reference is dropped, when the last user detaches.
+struct AttachPool {
+    rte_mempool* mbufs = nullptr;
+    rte_mempool* shinfo = nullptr;
+    explicit operator bool() const { return mbufs != nullptr && shinfo != nullptr; }
+};
+// `n` attachments at most; both pools or neither (rte_errno set).
+AttachPool create_attach_pool(const std::string& name, uint32_t n, uint32_t cache_size, int socket);
+// Frees both pools when no attachment is alive (true); else leaves them (an
+// mbuf still in a device would use freed memory at its TX completion).
+bool free_attach_pool(AttachPool& pool);
 
-// An mbuf from `attach_pool` whose data is s's bytes (buf_addr = s.data() -
+// An mbuf from `pool` whose data is s's bytes (buf_addr = s.data() -
 // headroom, data_off = headroom, data_len = pkt_len = s.size()). It takes its
-// own reference on s's obj; freeing the mbuf (or the NIC's TX completion)
-// drops it. nullptr when the pool is empty or the window is over 64 KiB. The
-// headroom bytes must lie in the same obj. Do not clone the returned mbuf
-// (its shared info lives in its own private area).
-rte_mbuf* attach_slice(rte_mempool* attach_pool, const Slice& s, uint16_t headroom = 0);
+// own reference on s's obj, dropped when the mbuf and every clone of it are
+// freed (the NIC's TX completion). nullptr when a pool is empty or the window
+// is over 64 KiB. The headroom bytes must lie in the same obj.
+rte_mbuf* attach_slice(const AttachPool& pool, const Slice& s, uint16_t headroom = 0);
 
 } // namespace crescent::zbuf::dpdk

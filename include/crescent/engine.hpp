@@ -121,6 +121,7 @@ struct EngineStats {
     uint64_t tx_zero_copy_segments = 0; // data segments sent as a header mbuf chained to extbuf
                                         // mbufs over the send queue's zbufs (MULTI_SEGS devices)
     uint64_t tx_copied_segments = 0;  // data segments copied into one linear frame
+    uint64_t tx_tso_requests = 0;     // frames handed to the device to cut into segments (TSO)
     uint64_t drop_no_route = 0;       // segment dropped: no route to the destination
     uint64_t drop_neigh_pending = 0;  // segment dropped while its neighbour resolves
     uint64_t drop_neigh_failed = 0;   // segment dropped: neighbour resolution failed

@@ -22,6 +22,7 @@ struct DeviceCaps {
     bool tx_ip_csum = false;     // RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
     bool tx_tcp_csum = false;    // RTE_ETH_TX_OFFLOAD_TCP_CKSUM
     bool rx_csum = false;        // RX flags RTE_MBUF_F_RX_*_CKSUM_* are meaningful
+    bool tso = false;            // RTE_ETH_TX_OFFLOAD_TCP_TSO (used with multi_segs and both checksums)
     uint16_t mtu = 1500;
 };
 

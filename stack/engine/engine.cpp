@@ -53,11 +53,19 @@ tcp::CcAlgo map_cc(CongestionControl c) {
 
 bool opening(tcp::EventKind k) { return k == tcp::EventKind::Connected || k == tcp::EventKind::Acceptable; }
 
+uint32_t tso_max(const DeviceCaps& caps) {
+    // TSO needs chained frames and both checksums in the device. One request
+    // stays under the IPv4 total length limit with the largest TCP header.
+    return caps.tso && caps.multi_segs && caps.tx_ip_csum && caps.tx_tcp_csum
+               ? 0xffff - wire::kIpv4HeaderLen - 60 : 0;
+}
+
 } // namespace
 
-tcp::Config tcp_config(const ConnOptions& o, uint16_t mss) {
+tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps) {
     tcp::Config c;
-    c.mss = mss;
+    c.mss = uint16_t(caps.mtu - wire::kIpv4HeaderLen - 20);
+    c.tso_max = tso_max(caps);
     c.rcv_buf = o.rcv_buf;
     c.snd_buf = o.snd_buf;
     c.nagle = o.nagle;
@@ -73,8 +81,7 @@ namespace {
 tcp::HostConfig host_config(const EngineParams& p) {
     tcp::HostConfig hc;
     hc.local_ip = p.ip;
-    uint16_t mtu = p.dev ? p.dev->caps().mtu : 1500;
-    hc.tcp = tcp_config(p.cfg.conn, uint16_t(mtu - wire::kIpv4HeaderLen - 20));
+    hc.tcp = tcp_config(p.cfg.conn, p.dev ? p.dev->caps() : DeviceCaps{});
     hc.secret = p.secret;
     return hc;
 }
@@ -114,14 +121,11 @@ EngineImpl::EngineImpl(const EngineParams& p)
 EngineImpl::~EngineImpl() {
     for (rte_mbuf* m : txq_) rte_pktmbuf_free(m);
     for (auto& pf : pending_) rte_pktmbuf_free(pf.m);
-    if (attach_pool_) {
-        // Frames the device still holds point into the pool; freeing it
-        // under them would be a use-after-free at their TX completion, so a
-        // pool still in use is left to EAL teardown.
-        unsigned in_use = rte_mempool_in_use_count(attach_pool_);
-        if (in_use == 0) rte_mempool_free(attach_pool_);
-        else log::core(p_.core)->warn("attach pool: {} mbufs still held by the device at engine exit; pool kept", in_use);
-    }
+    // Frames the device still holds point into the pools; freeing them under
+    // those would be a use-after-free at their TX completion, so pools still
+    // in use are left to EAL teardown.
+    if (attach_pool_ && !zbuf::dpdk::free_attach_pool(attach_pool_))
+        log::core(p_.core)->warn("attach pool: mbufs still held by the device at engine exit; pool kept");
     if (epfd_ >= 0) ::close(epfd_);
 }
 
@@ -177,7 +181,7 @@ ConnectStatus EngineImpl::connect(Endpoint remote, Handler& h, Conn* out, const 
         return ConnectStatus::NoRoute;
     }
     const ConnOptions& o = opts ? *opts : p_.cfg.conn;
-    tcp::Config cfg = tcp_config(o, uint16_t(caps_.mtu - wire::kIpv4HeaderLen - 20));
+    tcp::Config cfg = tcp_config(o, caps_);
     uint32_t span = uint32_t(port_hi_ - port_lo_) + 1;
     for (uint32_t i = 0; i < span; ++i) {
         uint16_t lport = uint16_t(port_lo_ + (port_cursor_++ % span));
@@ -621,7 +625,7 @@ void EngineImpl::transmit(const tcp::OutSegment& s, Instant now) {
     const size_t tcp_len = wire::tcp_header_len(s.repr);
     const uint32_t payload_len = s.payload_len();
     rte_mbuf* m = nullptr;
-    if (attach_pool_ != nullptr && payload_len != 0) m = build_chain(s, dst_mac, tcp_len, payload_len);
+    if (attach_pool_ && payload_len != 0) m = build_chain(s, dst_mac, tcp_len, payload_len);
     if (m != nullptr) {
         ++st_.tx_zero_copy_segments;
     } else {
@@ -655,11 +659,15 @@ void EngineImpl::emit_headers(std::byte* p, const tcp::OutSegment& s, const wire
     ip.ident = ip_ident_++;
     ip.payload_len = uint16_t(tcp_len + payload_len);
     wire::emit_ipv4(ip, wire::MutBytes(p + wire::kEthHeaderLen, wire::kIpv4HeaderLen), !caps_.tx_ip_csum);
-    wire::emit_tcp(s.repr, ip, wire::MutBytes(p + wire::kEthHeaderLen + wire::kIpv4HeaderLen, tcp_len), body,
-                   caps_.tx_tcp_csum ? wire::CsumMode::PseudoOnly : wire::CsumMode::Full);
+    // TSO (s.tso_segsz): the device writes each segment's length into the
+    // pseudo-header sum (DPDK's convention for RTE_MBUF_F_TX_TCP_SEG).
+    const wire::CsumMode mode = s.tso_segsz != 0  ? wire::CsumMode::PseudoTso
+                                : caps_.tx_tcp_csum ? wire::CsumMode::PseudoOnly
+                                                    : wire::CsumMode::Full;
+    wire::emit_tcp(s.repr, ip, wire::MutBytes(p + wire::kEthHeaderLen + wire::kIpv4HeaderLen, tcp_len), body, mode);
 }
 
-void EngineImpl::set_tx_offload(rte_mbuf* m, size_t tcp_len) const {
+void EngineImpl::set_tx_offload(rte_mbuf* m, size_t tcp_len, uint16_t tso_segsz) {
     if (!caps_.tx_ip_csum && !caps_.tx_tcp_csum) return;
     m->l2_len = wire::kEthHeaderLen;
     m->l3_len = wire::kIpv4HeaderLen;
@@ -667,12 +675,19 @@ void EngineImpl::set_tx_offload(rte_mbuf* m, size_t tcp_len) const {
     m->ol_flags |= RTE_MBUF_F_TX_IPV4;
     if (caps_.tx_ip_csum) m->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
     if (caps_.tx_tcp_csum) m->ol_flags |= RTE_MBUF_F_TX_TCP_CKSUM;
+    if (tso_segsz != 0) {  // only offered with both checksums (tso_max())
+        m->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
+        m->tso_segsz = tso_segsz;
+        ++st_.tx_tso_requests;
+    }
 }
 
 rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
                                  uint32_t payload_len) {
     const size_t hdr_len = wire::kEthHeaderLen + wire::kIpv4HeaderLen + tcp_len;
-    if (hdr_len + payload_len > frame_room_) {
+    // More than one frame's room (a TSO request whose zero-copy chain could
+    // not be built): copied into a chain, which TSO implies the device takes.
+    if (hdr_len + payload_len > frame_room_ && !caps_.multi_segs) {
         ++st_.tx_too_large;
         return nullptr;
     }
@@ -681,17 +696,40 @@ rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& 
         ++st_.tx_no_mbuf;
         return nullptr;
     }
-    auto* p = rte_pktmbuf_mtod(m, std::byte*);
-    std::byte* dst = p + hdr_len;
-    for (const tcp::TxView& v : s.payload()) {
-        std::memcpy(dst, v.data, v.len);
-        dst += v.len;
+    std::array<wire::Bytes, tcp::kMaxTxViews> body;
+    const auto views = s.payload();
+    rte_mbuf* cur = m;
+    std::byte* dst = rte_pktmbuf_mtod(m, std::byte*) + hdr_len;
+    size_t room = frame_room_ - hdr_len;
+    m->data_len = uint16_t(hdr_len);
+    for (size_t i = 0; i < views.size(); ++i) {
+        body[i] = wire::Bytes(views[i].data, views[i].len);
+        for (size_t done = 0; done < views[i].len;) {
+            if (room == 0) {
+                rte_mbuf* seg = rte_pktmbuf_alloc(dev_->tx_pool());
+                if (!seg) {
+                    ++st_.tx_no_mbuf;
+                    rte_pktmbuf_free(m);
+                    return nullptr;
+                }
+                cur->next = seg;
+                cur = seg;
+                ++m->nb_segs;
+                dst = rte_pktmbuf_mtod(seg, std::byte*);
+                room = frame_room_;
+            }
+            size_t take = std::min<size_t>(room, views[i].len - done);
+            std::memcpy(dst, views[i].data + done, take);
+            dst += take;
+            room -= take;
+            done += take;
+            cur->data_len = uint16_t(cur->data_len + take);
+        }
     }
-    wire::Bytes body(p + hdr_len, payload_len);
-    emit_headers(p, s, dst_mac, tcp_len, payload_len, std::span<const wire::Bytes>(&body, 1));
-    m->data_len = uint16_t(hdr_len + payload_len);
-    m->pkt_len = m->data_len;
-    set_tx_offload(m, tcp_len);
+    emit_headers(rte_pktmbuf_mtod(m, std::byte*), s, dst_mac, tcp_len, payload_len,
+                 std::span<const wire::Bytes>(body.data(), views.size()));
+    m->pkt_len = uint32_t(hdr_len) + payload_len;
+    set_tx_offload(m, tcp_len, s.tso_segsz);
     return m;
 }
 
@@ -729,7 +767,7 @@ rte_mbuf* EngineImpl::build_chain(const tcp::OutSegment& s, const wire::MacAddr&
     // rte_pktmbuf_chain summed the segments' pkt_len into the head's.
     head->data_len = uint16_t(hdr_len);
     head->pkt_len = uint32_t(hdr_len) + payload_len;
-    set_tx_offload(head, tcp_len);
+    set_tx_offload(head, tcp_len, s.tso_segsz);
     return head;
 }
 

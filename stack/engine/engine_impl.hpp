@@ -35,6 +35,7 @@
 #include "stack/engine/timer_wheel.hpp"
 #include "stack/tcp/host.hpp"
 #include "stack/wire/wire.hpp"
+#include "zbuf/dpdk.hpp"
 
 namespace crescent::engine {
 
@@ -59,7 +60,9 @@ struct EngineParams {
 
 std::unique_ptr<Engine> make_engine(const EngineParams& p);
 
-tcp::Config tcp_config(const ConnOptions& o, uint16_t mss);
+// TCP config for connections on a device with `caps` (MSS from the MTU; TSO
+// when the device can take it).
+tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps);
 
 class EngineImpl {
 public:
@@ -154,7 +157,7 @@ private:
     // One linear frame (devices without MULTI_SEGS, e.g. af_xdp).
     rte_mbuf* build_copy(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
                          uint32_t payload_len);
-    void set_tx_offload(rte_mbuf* m, size_t tcp_len) const;
+    void set_tx_offload(rte_mbuf* m, size_t tcp_len, uint16_t tso_segsz);
     void enqueue_tx(rte_mbuf* m);
     void flush_tx();
     void retry_pending(Instant now);
@@ -180,7 +183,7 @@ private:
     uint16_t frame_room_ = 0;          // bytes one TX mbuf can hold
     // Data-less mbufs for attaching send-queue zbufs as external buffers;
     // non-null iff caps_.multi_segs (and its creation succeeded). Owned.
-    rte_mempool* attach_pool_ = nullptr;
+    zbuf::dpdk::AttachPool attach_pool_;
 
     std::atomic<bool> stop_{false};
     TimerWheel wheel_;

@@ -285,6 +285,10 @@ void emit_tcp(const TcpRepr& r, const Ipv4Repr& ip, MutBytes header, std::span<c
     for (Bytes p : payload)
         l4_len += p.size();
     assert(l4_len <= 0xffff);
+    if (mode == CsumMode::PseudoTso) {
+        st16(header, 16, uint16_t(~csum_fold(pseudo_header_sum(ip.src, ip.dst, kIpProtoTcp, 0))));
+        return;
+    }
     const uint32_t pseudo = pseudo_header_sum(ip.src, ip.dst, kIpProtoTcp, uint16_t(l4_len));
     if (mode == CsumMode::PseudoOnly) {
         st16(header, 16, uint16_t(~csum_fold(pseudo)));

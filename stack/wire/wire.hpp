@@ -177,9 +177,12 @@ Drop parse_tcp(Bytes segment, const Ipv4Repr& ip, bool checksum_verified, TcpRep
 //   PseudoOnly: the device computes it (offload): the folded, NOT inverted
 //               pseudo-header sum is written, as DPDK's rte_ipv4_phdr_cksum()
 //               does (pass the payload spans anyway: their sizes give the length).
+//   PseudoTso:  TCP segmentation offload: as PseudoOnly but without the
+//               length (each segment's differs; the device adds it), as
+//               rte_ipv4_phdr_cksum() does for RTE_MBUF_F_TX_TCP_SEG.
 //   None:       the field is left 0.
 // Only ip.src and ip.dst are read from `ip` (ip.payload_len is not).
-enum class CsumMode : uint8_t { Full, PseudoOnly, None };
+enum class CsumMode : uint8_t { Full, PseudoOnly, PseudoTso, None };
 void emit_tcp(const TcpRepr& r, const Ipv4Repr& ip, MutBytes header, std::span<const Bytes> payload,
               CsumMode mode = CsumMode::Full);
 

@@ -251,9 +251,9 @@ TEST_CASE("zbuf dpdk: af_xdp-safe pool keeps every element inside the umem lengt
 TEST_CASE("zbuf dpdk: TX extbuf holds a reference until the mbuf is freed", "[zbuf][dpdk]") {
     DpdkArena d;
     test::LeakCheck leaks;
-    rte_mempool* att = dpdk::create_attach_pool(unique("zatt"), 255, 0, SOCKET_ID_ANY);
+    dpdk::AttachPool att = dpdk::create_attach_pool(unique("zatt"), 255, 0, SOCKET_ID_ANY);
     REQUIRE(att);
-    const unsigned att_avail = rte_mempool_avail_count(att);
+    const unsigned att_avail = rte_mempool_avail_count(att.mbufs);
 
     Slice s = d.arena->alloc_slice(3000);
     REQUIRE(s);
@@ -281,7 +281,7 @@ TEST_CASE("zbuf dpdk: TX extbuf holds a reference until the mbuf is freed", "[zb
     CHECK(d.arena->live() == 1);
     rte_pktmbuf_free(m); // TX completion
     CHECK(d.arena->live() == 0);
-    CHECK(rte_mempool_avail_count(att) == att_avail);
+    CHECK(rte_mempool_avail_count(att.mbufs) == att_avail);
 
     // Freed by a thread without a core (e.g. a driver thread): the reference
     // travels back through the return ring.
@@ -299,8 +299,8 @@ TEST_CASE("zbuf dpdk: TX extbuf holds a reference until the mbuf is freed", "[zb
     CHECK_FALSE(dpdk::attach_slice(att, s3));
     Slice s4 = s3.sub(0, 100);
     CHECK_FALSE(dpdk::attach_slice(att, s4, 1));
-    CHECK(rte_mempool_avail_count(att) == att_avail);
-    rte_mempool_free(att);
+    CHECK(rte_mempool_avail_count(att.mbufs) == att_avail);
+    CHECK(dpdk::free_attach_pool(att));
 }
 
 TEST_CASE("zbuf dpdk: zero-copy echo: an RX slice attached for TX", "[zbuf][dpdk]") {
@@ -315,7 +315,7 @@ TEST_CASE("zbuf dpdk: zero-copy echo: an RX slice attached for TX", "[zbuf][dpdk
     auto pool = dpdk::MbufPool::create(*d.arena, pc, &err);
     INFO(err);
     REQUIRE(pool);
-    rte_mempool* att = dpdk::create_attach_pool(unique("zatt"), 63, 0, SOCKET_ID_ANY);
+    dpdk::AttachPool att = dpdk::create_attach_pool(unique("zatt"), 63, 0, SOCKET_ID_ANY);
     REQUIRE(att);
     const unsigned avail = rte_mempool_avail_count(pool->mempool());
 
@@ -332,5 +332,5 @@ TEST_CASE("zbuf dpdk: zero-copy echo: an RX slice attached for TX", "[zbuf][dpdk
     rte_pktmbuf_free(tx);
     CHECK(rte_mempool_avail_count(pool->mempool()) == avail);
     CHECK(d.arena->live() == 0);
-    rte_mempool_free(att);
+    CHECK(dpdk::free_attach_pool(att));
 }
