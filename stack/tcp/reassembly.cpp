@@ -24,6 +24,19 @@ size_t Reassembly::first_ending_after(SeqNum s) const {
     return size_t(it - segs_.begin());
 }
 
+template <class Fn>
+void Reassembly::for_each_gap(SeqNum seq, SeqNum end, size_t j, Fn&& fn) {
+    for (SeqNum cur = seq; cur < end;) {
+        if (j < segs_.size() && segs_[j].seq <= cur) {
+            cur = segs_[j++].end();
+            continue;
+        }
+        SeqNum gap_end = (j < segs_.size() && segs_[j].seq < end) ? segs_[j].seq : end;
+        j += fn(j, cur, gap_end);
+        cur = gap_end;
+    }
+}
+
 Reassembly::Insert Reassembly::insert(SeqNum seq, Slice payload, bool fin, SeqNum rcv_nxt) {
     counter_++;
     SeqNum end = seq + uint32_t(payload.size());
@@ -51,21 +64,11 @@ Reassembly::Insert Reassembly::insert(SeqNum seq, Slice payload, bool fin, SeqNu
     // Pass 1: the gaps this payload fills, to check the limits before touching anything.
     const size_t first = first_ending_after(seq);
     uint32_t pieces = 0, new_bytes = 0;
-    {
-        SeqNum cur = seq;
-        size_t j = first;
-        while (cur < end) {
-            if (j < segs_.size() && segs_[j].seq <= cur) {
-                cur = segs_[j].end();
-                j++;
-                continue;
-            }
-            SeqNum gap_end = (j < segs_.size() && segs_[j].seq < end) ? segs_[j].seq : end;
-            pieces++;
-            new_bytes += uint32_t(gap_end - cur);
-            cur = gap_end;
-        }
-    }
+    for_each_gap(seq, end, first, [&](size_t, SeqNum gap, SeqNum gap_end) {
+        pieces++;
+        new_bytes += uint32_t(gap_end - gap);
+        return size_t(0);
+    });
     const bool new_fin = fin && !has_fin_;
     if (pieces == 0) {
         if (new_fin) {
@@ -81,32 +84,20 @@ Reassembly::Insert Reassembly::insert(SeqNum seq, Slice payload, bool fin, SeqNu
     if (segs_.size() + pieces > lim_.max_segments || bytes_ + new_bytes > lim_.max_bytes)
         return Insert::NoRoom;
 
-    // Pass 2: insert the pieces.
-    if (pieces == 1) {
-        // One gap: trim the payload slice in place (no new reference).
-        SeqNum cur = seq;
-        size_t j = first;
-        while (j < segs_.size() && segs_[j].seq <= cur) cur = segs_[j++].end();
-        SeqNum gap_end = (j < segs_.size() && segs_[j].seq < end) ? segs_[j].seq : end;
-        payload.remove_prefix(size_t(cur - seq));
-        payload.remove_suffix(size_t(end - gap_end));
-        segs_.insert(segs_.begin() + ptrdiff_t(j), Seg{cur, std::move(payload), counter_});
-    } else {
-        SeqNum cur = seq;
-        size_t j = first;
-        while (cur < end) {
-            if (j < segs_.size() && segs_[j].seq <= cur) {
-                cur = segs_[j].end();
-                j++;
-                continue;
-            }
-            SeqNum gap_end = (j < segs_.size() && segs_[j].seq < end) ? segs_[j].seq : end;
-            uint32_t len = uint32_t(gap_end - cur);
-            segs_.insert(segs_.begin() + ptrdiff_t(j), Seg{cur, payload.sub(size_t(cur - seq), len), counter_});
-            j++;
-            cur = gap_end;
+    // Pass 2: insert the pieces. One gap: the payload slice itself, trimmed in
+    // place (no new reference); several: a new reference per gap.
+    for_each_gap(seq, end, first, [&](size_t j, SeqNum gap, SeqNum gap_end) {
+        Slice piece;
+        if (pieces == 1) {
+            payload.remove_prefix(size_t(gap - seq));
+            payload.remove_suffix(size_t(end - gap_end));
+            piece = std::move(payload);
+        } else {
+            piece = payload.sub(size_t(gap - seq), uint32_t(gap_end - gap));
         }
-    }
+        segs_.insert(segs_.begin() + ptrdiff_t(j), Seg{gap, std::move(piece), counter_});
+        return size_t(1);
+    });
     bytes_ += new_bytes;
     if (new_fin) {
         has_fin_ = true;

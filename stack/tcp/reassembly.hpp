@@ -61,6 +61,12 @@ private:
         SeqNum end() const { return seq + uint32_t(data.size()); }
     };
     size_t first_ending_after(SeqNum s) const;
+    // Visits the gaps of [seq, end) that no queued segment covers, in order,
+    // starting at index j (first_ending_after(seq)): fn(j, gap_start, gap_end)
+    // returns how many segments it inserted at index j (0 or 1), so the walk
+    // stays in step with the vector.
+    template <class Fn>
+    void for_each_gap(SeqNum seq, SeqNum end, size_t j, Fn&& fn);
 
     std::vector<Seg> segs_; // sorted by seq, non-overlapping, all above the last rcv_nxt seen
     ReassemblyLimits lim_;
