@@ -471,6 +471,8 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
     // first: check the sequence number.
     if (!check_seq_acceptable(seg, seg_len)) {
         ++st_.drop_not_acceptable;
+        // Data wholly below RCV.NXT: a spurious retransmission to report.
+        if (len > 0 && seg.seq + len - rcv_.nxt <= 0) note_duplicate(seg.seq, seg.seq + len);
         if (!seg.has(RST)) {
             // <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>; in TIME-WAIT a retransmitted
             // FIN also restarts the 2 MSL timer (RFC 9293 §3.10.7.4 eighth).
@@ -904,8 +906,10 @@ void Tcb::receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant no
     if (seg.has(SYN)) seq += 1;
     int32_t below = rcv_.nxt - seq;
     if (below > 0) {
+        const uint32_t dup = std::min<uint32_t>(uint32_t(below), uint32_t(payload.size()));
+        note_duplicate(seq, seq + dup);
         if (uint32_t(below) >= payload.size()) {
-            ack_now_ = true; // pure duplicate: tell the sender (D-SACK is not generated)
+            ack_now_ = true; // pure duplicate: tell the sender
             return;
         }
         payload.remove_prefix(uint32_t(below));
@@ -927,10 +931,13 @@ void Tcb::receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant no
     if (seq != rcv_.nxt) {
         // Out of order: queue (zero-copy) and ACK at once with SACK blocks
         // (RFC 5681 §4.2: immediate ACK for out-of-order data).
+        const SeqNum end = seq + uint32_t(payload.size());
         auto r = reasm_.insert(seq, std::move(payload), fin, rcv_.nxt);
         switch (r) {
         case Reassembly::Insert::Queued: ++st_.ooo_segments; break;
-        case Reassembly::Insert::Duplicate: break;
+        case Reassembly::Insert::Duplicate:
+            if (end - seq > 0) note_duplicate(seq, end);
+            break;
         case Reassembly::Insert::NoRoom: ++st_.drop_no_room; break;
         }
         ack_now_ = true;
@@ -1094,9 +1101,16 @@ void Tcb::fill_ack_fields(TcpRepr& r, Instant now) {
     r.ack = rcv_.nxt;
     r.window = advertise_window();
     fill_options(r, false, now);
-    if (sack_ok_ && !reasm_.empty()) {
-        size_t max_blocks = ts_ok_ ? 3 : 4; // 40 bytes of options
-        r.opts.sack_count = uint8_t(reasm_.sack_blocks(std::span<SackBlock>(r.opts.sack.data(), max_blocks)));
+    if (sack_ok_ && (dsack_due_ || !reasm_.empty())) {
+        const size_t max_blocks = ts_ok_ ? 3 : 4; // 40 bytes of options
+        size_t n = 0;
+        if (dsack_due_) {  // RFC 2883 §4: the duplicate first, then the usual blocks
+            r.opts.sack[n++] = dsack_;
+            dsack_due_ = false;
+            ++st_.dsacks_sent;
+        }
+        n += reasm_.sack_blocks(std::span<SackBlock>(r.opts.sack.data() + n, max_blocks - n));
+        r.opts.sack_count = uint8_t(n);
     }
     if (ecn_ok_ && ce_pending_) r.flags |= ECE;
     last_ack_sent_ = rcv_.nxt;
@@ -1157,6 +1171,15 @@ void Tcb::send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out) {
 void Tcb::send_ack(Instant now, Actions& out) {
     if (!synchronized(state_)) return;
     send_control(ACK, ack_seq(), now, out);
+}
+
+void Tcb::note_duplicate(SeqNum left, SeqNum right) {
+    if (!sack_ok_) return;
+    // The first duplicate since the last ACK is the one reported (RFC 2883
+    // §4: one D-SACK block per ACK).
+    if (!dsack_due_) dsack_ = SackBlock{left, right};
+    dsack_due_ = true;
+    ack_now_ = true;
 }
 
 SeqNum Tcb::ack_seq() const {

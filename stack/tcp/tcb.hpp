@@ -250,6 +250,7 @@ struct Stats {
     uint64_t keepalive_probes = 0;
     uint64_t challenge_acks = 0, challenge_acks_suppressed = 0;
     uint64_t delayed_acks = 0;                    // ACKs sent by the delayed-ACK timer
+    uint64_t dsacks_sent = 0;                     // RFC 2883 duplicate reports
     uint64_t fast_path = 0;                       // segments handled by the fast path
     uint64_t ecn_ce_received = 0, ecn_ece_received = 0;
     // Drops (each reason a counter).
@@ -381,6 +382,8 @@ private:
     uint32_t rcv_window_bytes() const;
     // SEQ for a segment without text: SND.MAX, held inside the peer's window.
     SeqNum ack_seq() const;
+    // RFC 2883 §4: report [left, right) as a duplicate in the next ACK.
+    void note_duplicate(SeqNum left, SeqNum right);
     uint16_t advertise_window();
     uint32_t in_flight() const;
     uint32_t usable_window() const;
@@ -464,6 +467,10 @@ private:
 
     bool ws_ok_ = false;         // both sides sent the window scale option
     bool sack_ok_ = false;
+    // RFC 2883 D-SACK: a duplicate segment to report in the first SACK block
+    // of the next ACK (once).
+    SackBlock dsack_{};
+    bool dsack_due_ = false;
     bool ecn_ok_ = false;
     bool ce_pending_ = false;    // classic: echo ECE until CWR; DCTCP: CE state of the last segment
 

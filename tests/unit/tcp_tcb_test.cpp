@@ -1134,3 +1134,64 @@ TEST_CASE("TSO: the end of the data may be a partial segment, with PSH; a mid-st
     CHECK(t.out.segments[0].tso_segsz == 1460);
     CHECK((t.out.segments[0].repr.flags & PSH) == 0);
 }
+
+// ---------------------------------------------------------------------------
+// RFC 2883 D-SACK
+
+namespace {
+void to_established_sack(TcbFixture& t) {
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0);
+    synack.opts.mss = 1460;
+    synack.opts.sack_permitted = true;
+    t.recv(synack);
+    REQUIRE(t.tcb->stats().sack_ok);
+    t.clear();
+}
+SackBlock rel(int64_t l, int64_t r) {
+    return SackBlock{SeqNum(uint32_t(kIrs + 1 + l)), SeqNum(uint32_t(kIrs + 1 + r))};
+}
+} // namespace
+
+TEST_CASE("RFC 2883 §4 D-SACK: a duplicate below RCV.NXT is the first SACK block of the next ACK, once",
+          "[tcp][sack][dsack]") {
+    Config c = TcbFixture::default_config();
+    c.sack = true;
+    TcbFixture t(c);
+    to_established_sack(t);
+    t.recv(t.seg(ACK | PSH, 0, 0), "hello");
+    t.expect_sent({{ACK, 0, 5}});
+    t.recv(t.seg(ACK | PSH, 0, 0), "hello");  // spurious retransmission
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.opts.sack_count == 1);
+    CHECK(t.out.segments[0].repr.opts.sack[0] == rel(0, 5));
+    t.clear();
+    t.recv(t.seg(ACK | PSH, 3, 0), "lo, world");  // overlaps: "lo" duplicate
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.opts.sack_count == 1);
+    CHECK(t.out.segments[0].repr.opts.sack[0] == rel(3, 5));
+    t.clear();
+    t.recv(t.seg(ACK | PSH, 12, 0), "!");  // new data: no SACK block at all
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.opts.sack_count == 0);
+    CHECK(t.tcb->stats().dsacks_sent == 2);
+}
+
+TEST_CASE("RFC 2883 §4 D-SACK: a duplicate above RCV.NXT comes first, then the block that holds it",
+          "[tcp][sack][dsack]") {
+    Config c = TcbFixture::default_config();
+    c.sack = true;
+    TcbFixture t(c);
+    to_established_sack(t);
+    t.recv(t.seg(ACK | PSH, 10, 0), "0123456789");  // out of order
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.opts.sack_count == 1);
+    CHECK(t.out.segments[0].repr.opts.sack[0] == rel(10, 20));
+    t.clear();
+    t.recv(t.seg(ACK | PSH, 12, 0), "234");  // a duplicate inside the queued block
+    REQUIRE(t.out.segments.size() == 1);
+    const wire::TcpOptions& o = t.out.segments[0].repr.opts;
+    REQUIRE(o.sack_count == 2);
+    CHECK(o.sack[0] == rel(12, 15));
+    CHECK(o.sack[1] == rel(10, 20));
+}
