@@ -1351,6 +1351,20 @@ void Tcb::output_recovery(Instant now, Actions& out) {
             ++st_.retrans_sack;
             continue;
         }
+        // Rule 4: one rescue retransmission per window — the last segment,
+        // when the tail of the window was lost and nothing after it can
+        // bring the SACKs that would mark it (else only the RTO would).
+        // HighRxt is not updated.
+        if (snd_.max - snd_.una > 0 && (!rescue_valid_ || snd_.una - rescue_rxt_ > 0) &&
+            !sb_.is_sacked(snd_.max - 1)) {
+            const SeqNum data_hi = snd_.max - data_end() > 0 ? data_end() : snd_.max;  // a sent FIN rides along
+            const uint32_t len = std::min<uint32_t>(uint32_t(data_hi - snd_.una), snd_.mss);
+            uint32_t n = emit_data(data_hi - len, len, true, now, out);
+            if (n == 0) break;
+            rescue_rxt_ = recover_;
+            rescue_valid_ = true;
+            ++st_.retrans_rescue;
+        }
         break;
     }
 }

@@ -240,6 +240,7 @@ struct Stats {
     uint64_t segs_in = 0, segs_out = 0;
     uint64_t bytes_retransmitted = 0;
     uint64_t retrans_timeout = 0, retrans_fast = 0, retrans_sack = 0;
+    uint64_t retrans_rescue = 0;                  // RFC 6675 §4 rule 4
     uint64_t rto_events = 0;
     uint64_t dupacks = 0;
     uint64_t fast_recoveries = 0;
@@ -469,6 +470,9 @@ private:
     bool sack_ok_ = false;
     // RFC 2883 D-SACK: a duplicate segment to report in the first SACK block
     // of the next ACK (once).
+    // RFC 6675 §4 NextSeg rule 4: RescueRxt (valid once set).
+    SeqNum rescue_rxt_{};
+    bool rescue_valid_ = false;
     SackBlock dsack_{};
     bool dsack_due_ = false;
     bool ecn_ok_ = false;

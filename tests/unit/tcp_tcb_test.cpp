@@ -460,6 +460,38 @@ TEST_CASE("RFC 6675 §5 SACK loss recovery retransmits the lost segment", "[tcp]
     CHECK(t.tcb->stats().fast_recoveries == 1);
 }
 
+TEST_CASE("RFC 6675 §4 NextSeg rule 4: one rescue retransmission of a lost tail instead of waiting for the RTO",
+          "[tcp][recovery][sack]") {
+    Config c = TcbFixture::default_config();
+    c.sack = true;
+    TcbFixture t(c);
+    establish_mss1000(t, true);
+    send_segments(t, 5);  // 'a' .. 'e' at 0, 1000, .., 4000
+    // Segment 1 and the tail (4) lost; 2 and 3 SACKed, then three duplicate ACKs.
+    for (int right : {3000, 4000, 4000, 4000}) {  // the first also acknowledges segment 0
+        TcpRepr a = t.seg(ACK, 0, 1000);
+        a.opts.sack_count = 1;
+        a.opts.sack[0] = SackBlock{SeqNum(kIss + 1 + 2000), SeqNum(kIss + 1 + uint32_t(right))};
+        t.recv(a);
+    }
+    REQUIRE(t.tcb->stats().fast_recoveries == 1);
+    bool hole = false;
+    for (auto& o : t.out.segments) hole |= o.repr.seq == SeqNum(kIss + 1 + 1000);
+    CHECK(hole);
+    t.clear();
+    // The hole is filled: everything up to the lost tail is acknowledged. No
+    // SACK can ever arrive above the tail: rule 4 sends it now.
+    t.recv(t.seg(ACK, 0, 4000));
+    REQUIRE(!t.out.segments.empty());
+    CHECK(t.out.segments[0].repr.seq == SeqNum(kIss + 1 + 4000));
+    CHECK(TcbFixture::payload_of(t.out.segments[0]) == std::string(1000, 'e'));
+    CHECK(t.tcb->stats().retrans_rescue == 1);
+    t.clear();
+    // Once per window: a further ACK without progress sends nothing more.
+    t.recv(t.seg(ACK, 0, 4000));
+    CHECK(t.tcb->stats().retrans_rescue == 1);
+}
+
 // ---------------------------------------------------------------------------
 // receive side: reassembly, SACK blocks, delayed ACK
 
