@@ -1154,7 +1154,7 @@ void Tcb::send_syn(bool with_ack, Instant now, Actions& out) {
 }
 
 void Tcb::send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out) {
-    OutSegment o;
+    OutSegment& o = out.segments.emplace_back();  // in place: no copy of the view array
     o.conn = id_;
     o.src = ep_.local_ip;
     o.dst = ep_.remote_ip;
@@ -1163,7 +1163,6 @@ void Tcb::send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out) {
     o.repr.seq = seq;
     o.repr.flags = flags;
     if (flags & ACK) fill_ack_fields(o.repr, now);
-    out.segments.push_back(o);
     ++st_.segs_out;
 }
 

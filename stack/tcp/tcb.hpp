@@ -169,13 +169,19 @@ struct Event {
 // A borrowed view of payload bytes inside the send queue. Valid until the next
 // call on the Tcb (or Host) that produced it. The engine takes its own zbuf
 // reference with `Zbuf::share_of(data)` when it hands the bytes to the NIC.
+// No default member initializers: OutSegment::views is left uninitialized
+// (only the first view_count entries mean anything), so a pure ACK does not
+// pay for zeroing sixteen of them on the fast path.
 struct TxView {
-    const std::byte* data = nullptr;
-    uint32_t len = 0;
+    const std::byte* data;
+    uint32_t len;
 };
 inline constexpr size_t kMaxTxViews = 16; // a segment spans at most this many send-queue slices
 
 struct OutSegment {
+    // User-provided so that value-initialization (emplace_back()) does not
+    // zero the view array either.
+    OutSegment() {}
     ConnId conn;
     Ipv4Addr src, dst;        // IP addresses for emission (local, remote)
     TcpRepr repr;
@@ -185,7 +191,7 @@ struct OutSegment {
     // the device cuts it into tso_segsz-byte segments, each with these
     // headers (SEQ advanced; FIN and PSH on the last, CWR on the first only).
     uint16_t tso_segsz = 0;
-    std::array<TxView, kMaxTxViews> views{};
+    std::array<TxView, kMaxTxViews> views;  // [0, view_count) are set
 
     std::span<const TxView> payload() const { return {views.data(), view_count}; }
     uint32_t payload_len() const {
