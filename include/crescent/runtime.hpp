@@ -95,7 +95,7 @@ public:
     unsigned engine_count() const;
     Engine& engine(unsigned i);
     Ipv4 local_ip() const;
-    std::string describe() const;      // one line: device, address, MTU, offloads
+    std::string describe() const;      // one line: device, address, MTU, offloads, link status
     std::string plan() const;          // the port plan (multi-line; logged at start at info)
     // The port plan these options give, without starting anything ("" + *err
     // when the options are invalid): for a --show-plan option.

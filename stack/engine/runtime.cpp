@@ -215,7 +215,14 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
     pc.rx_arena = o.zero_copy_rx ? impl->arena.get() : nullptr;
     if (dev::Status st = impl->dev->open_port(impl->dev->default_port(), pc, &impl->port); !st)
         return fail(st.message());
-    impl->port->wait_link_up(2000);
+    const dev::LinkStatus link = impl->port->wait_link_up(2000);
+    const std::string link_str = !link.up            ? std::string("down")
+                                 : link.speed_mbps == 0 ? std::string("up")
+                                                        : fmt::format("up {} Mbit/s{}", link.speed_mbps,
+                                                                      link.full_duplex ? " full-duplex" : "");
+    if (!link.up)
+        log::get("dev")->warn("port {} ({}): link still down after 2 s; starting anyway (nothing is sent or "
+                              "received until it comes up)", impl->port->name(), impl->port->driver());
 
     // Control plane.
     wire::MacAddr mac;
@@ -293,9 +300,9 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
         impl->engines.push_back(engine::make_engine(ep));
     }
     const dev::Offloads& off = impl->port->offloads();
-    impl->describe = fmt::format("{} ({}) {} mac {} mtu {} engines {} offloads [{}]", impl->port->name(),
+    impl->describe = fmt::format("{} ({}) {} mac {} mtu {} engines {} offloads [{}] link {}", impl->port->name(),
                                  impl->port->driver(), ctrl::to_string(impl->ip), ctrl::to_string(mac),
-                                 impl->port->mtu(), o.cores, off.describe());
+                                 impl->port->mtu(), o.cores, off.describe(), link_str);
     g_stop.store(false);
     return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
