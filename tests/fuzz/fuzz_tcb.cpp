@@ -123,6 +123,15 @@ struct Harness {
             len += s.views[i].len;
         }
         if (len > 65535 - 20 - 60) fail("segment payload larger than an IP packet");
+        // TSO: a request is several segments of tso_segsz (the MSS less
+        // options); anything else is at most one MSS.
+        if (s.tso_segsz != 0) {
+            if (len <= s.tso_segsz) fail("TSO request of a single segment");
+            if (s.tso_segsz > 1460) fail("TSO segment size above the MSS");
+            if (s.repr.has(wire::tcp_flags::SYN)) fail("TSO request with SYN");
+        } else if (len > 1460) {
+            fail("segment larger than the MSS without TSO");
+        }
         if (s.src != kUs) fail("segment from a foreign source address");
         // Serialise with the wire layer and parse it back.
         wire::Ipv4Repr ip;
@@ -213,6 +222,7 @@ void run(const uint8_t* data, size_t size) {
     HostConfig hc;
     hc.local_ip = kUs;
     hc.tcp.cc = CcAlgo(cfgb % 3);
+    hc.tcp.tso_max = (cfgb & 0x03) == 0x03 ? 60000 : 0;  // NewReno with TSO (3 % 3 == 0)
     hc.tcp.sack = !(cfgb & 0x04);
     hc.tcp.timestamps = !(cfgb & 0x08);
     hc.tcp.window_scale = !(cfgb & 0x10);
