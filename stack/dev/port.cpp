@@ -81,7 +81,7 @@ void Queue::check_owner() {
 void Queue::free_pending() {
     for (size_t i = 0; i < pending_; i++) rte_pktmbuf_free(batch_[i]);
     stats_.tx_freed_at_close += pending_;
-    pending_ = 0;
+    pending_ = prepared_ = 0;
 }
 
 TxResult Queue::tx_enqueue(rte_mbuf* m) {
@@ -106,19 +106,44 @@ TxResult Queue::tx_enqueue(rte_mbuf* m) {
     return TxResult::Queued;
 }
 
+void Queue::prepare() {
+    // Offload requests (checksums, TSO) pass rte_eth_tx_prepare(): the PMD
+    // checks them against its limits (segments per frame, TSO sizes) and
+    // fixes up what its hardware needs. A no-op for PMDs without the hook.
+    const Offloads& o = *offloads_;
+    if (!o.tx_ipv4_csum && !o.tx_tcp_csum && !o.tso) {
+        prepared_ = pending_;
+        return;
+    }
+    while (prepared_ < pending_) {
+        uint16_t want = uint16_t(std::min<size_t>(pending_ - prepared_, UINT16_MAX));
+        uint16_t ok = rte_eth_tx_prepare(port_id_, id_, batch_.data() + prepared_, want);
+        prepared_ += ok;
+        if (ok == want) continue;
+        // batch_[prepared_] cannot be sent as it is: drop it, keep the order.
+        rte_pktmbuf_free(batch_[prepared_]);
+        stats_.tx_prepare_drops++;
+        std::memmove(batch_.data() + prepared_, batch_.data() + prepared_ + 1,
+                     (pending_ - prepared_ - 1) * sizeof(rte_mbuf*));
+        --pending_;
+    }
+}
+
 uint16_t Queue::flush() {
     check_owner();
     if (pending_ == 0) return 0;
+    prepare();
     size_t sent_total = 0;
     // rte_eth_tx_burst takes a uint16_t count; the batch may be larger.
-    while (sent_total < pending_) {
-        uint16_t want = uint16_t(std::min<size_t>(pending_ - sent_total, UINT16_MAX));
+    while (sent_total < prepared_) {
+        uint16_t want = uint16_t(std::min<size_t>(prepared_ - sent_total, UINT16_MAX));
         uint16_t sent = rte_eth_tx_burst(port_id_, id_, batch_.data() + sent_total, want);
         for (uint16_t i = 0; i < sent; i++) stats_.tx_bytes += rte_pktmbuf_pkt_len(batch_[sent_total + i]);
         sent_total += sent;
         if (sent < want) break;
     }
     stats_.tx_packets += sent_total;
+    prepared_ -= sent_total;
     if (sent_total < pending_) {
         // Ring full: keep the tail, in order, for the next flush.
         stats_.tx_full_retries++;
@@ -203,6 +228,8 @@ Status Port::open(uint16_t port_id, const PortConfig& cfg, std::unique_ptr<Port>
         }
     }
     off.multi_segs = tx_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    off.max_segs = info.tx_desc_lim.nb_mtu_seg_max;
+    off.max_tso_segs = info.tx_desc_lim.nb_seg_max;
     off.tso = cfg.tso && off.tx_tcp_csum && off.tx_ipv4_csum && (tx_capa & RTE_ETH_TX_OFFLOAD_TCP_TSO) &&
               off.multi_segs;
     if (off.rx_ipv4_csum) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
@@ -369,6 +396,7 @@ PortStats Port::stats() const {
         s.queues.linearize_nombuf += x.linearize_nombuf;
         s.queues.linearize_too_big += x.linearize_too_big;
         s.queues.tx_freed_at_close += x.tx_freed_at_close;
+        s.queues.tx_prepare_drops += x.tx_prepare_drops;
     }
     return s;
 }

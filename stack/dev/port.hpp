@@ -59,6 +59,8 @@ struct Offloads {
     bool tx_tcp_csum = false;  // set RTE_MBUF_F_TX_TCP_CKSUM, write the pseudo-header sum
     bool tso = false;          // RTE_MBUF_F_TX_TCP_SEG with tso_segsz
     bool multi_segs = false;   // chained mbufs accepted on TX; else linearize
+    uint16_t max_segs = 0;     // segments per chained frame (tx_desc_lim.nb_mtu_seg_max; 0: no limit)
+    uint16_t max_tso_segs = 0; // segments per TSO request (tx_desc_lim.nb_seg_max; 0: no limit)
     std::string describe() const;
 };
 
@@ -80,6 +82,7 @@ struct QueueStats {
     uint64_t linearize_nombuf = 0;// linearize failed: TX pool empty
     uint64_t linearize_too_big = 0;// linearize failed: frame larger than one mbuf
     uint64_t tx_freed_at_close = 0;// queued frames freed when the port closed
+    uint64_t tx_prepare_drops = 0; // frames rte_eth_tx_prepare refused (offload request the device cannot do)
 };
 
 enum class TxResult : uint8_t {
@@ -146,9 +149,14 @@ private:
     rte_mempool* rx_pool_ = nullptr;
     std::unique_ptr<zbuf::dpdk::MbufPool> rx_zpool_; // owns rx_pool_ when zbuf-backed
     rte_mempool* tx_pool_ = nullptr;
-    // TX batch: pending_ frames in batch_[0, pending_), oldest first.
+    // Frames that rte_eth_tx_prepare() refused are dropped (counted).
+    void prepare();
+
+    // TX batch: pending_ frames in batch_[0, pending_), oldest first; the
+    // first prepared_ of them went through rte_eth_tx_prepare().
     std::vector<rte_mbuf*> batch_;
     size_t pending_ = 0;
+    size_t prepared_ = 0;
     QueueStats stats_;
     std::thread::id owner_{};
 };

@@ -11,6 +11,8 @@ DeviceCaps EthdevDevice::query_caps(uint16_t port) {
         c.tx_ip_csum = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
         c.tx_tcp_csum = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) != 0;
         c.tso = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_TCP_TSO) != 0;
+        c.max_segs = info.tx_desc_lim.nb_mtu_seg_max;
+        c.max_tso_segs = info.tx_desc_lim.nb_seg_max;
         c.rx_csum = (info.rx_offload_capa & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM)) ==
                     (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM);
     }

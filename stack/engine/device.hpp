@@ -23,6 +23,8 @@ struct DeviceCaps {
     bool tx_tcp_csum = false;    // RTE_ETH_TX_OFFLOAD_TCP_CKSUM
     bool rx_csum = false;        // RX flags RTE_MBUF_F_RX_*_CKSUM_* are meaningful
     bool tso = false;            // RTE_ETH_TX_OFFLOAD_TCP_TSO (used with multi_segs and both checksums)
+    uint16_t max_segs = 0;       // segments per chained frame (nb_mtu_seg_max; 0: no limit)
+    uint16_t max_tso_segs = 0;   // segments per TSO request (nb_seg_max; 0: no limit)
     uint16_t mtu = 1500;
 };
 

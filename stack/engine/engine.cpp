@@ -66,6 +66,13 @@ tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps) {
     tcp::Config c;
     c.mss = uint16_t(caps.mtu - wire::kIpv4HeaderLen - 20);
     c.tso_max = tso_max(caps);
+    // A zero-copy frame is a header mbuf plus one mbuf per view: keep it
+    // within what the device takes per frame (and per TSO request).
+    if (caps.multi_segs) {
+        uint32_t segs = caps.max_segs != 0 ? caps.max_segs : UINT16_MAX;
+        if (c.tso_max != 0 && caps.max_tso_segs != 0) segs = std::min<uint32_t>(segs, caps.max_tso_segs);
+        c.max_tx_views = uint8_t(std::clamp<uint32_t>(segs - 1, 1, tcp::kMaxTxViews));
+    }
     c.rcv_buf = o.rcv_buf;
     c.snd_buf = o.snd_buf;
     c.nagle = o.nagle;
@@ -706,6 +713,12 @@ rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& 
         body[i] = wire::Bytes(views[i].data, views[i].len);
         for (size_t done = 0; done < views[i].len;) {
             if (room == 0) {
+                const uint16_t max_segs = s.tso_segsz != 0 ? caps_.max_tso_segs : caps_.max_segs;
+                if (max_segs != 0 && m->nb_segs >= max_segs) {
+                    ++st_.tx_too_large;
+                    rte_pktmbuf_free(m);
+                    return nullptr;
+                }
                 rte_mbuf* seg = rte_pktmbuf_alloc(dev_->tx_pool());
                 if (!seg) {
                     ++st_.tx_no_mbuf;
@@ -741,6 +754,8 @@ rte_mbuf* EngineImpl::build_chain(const tcp::OutSegment& s, const wire::MacAddr&
     // anything else is copied).
     std::array<wire::Bytes, tcp::kMaxTxViews> body;
     const auto views = s.payload();
+    const uint16_t max_segs = s.tso_segsz != 0 ? caps_.max_tso_segs : caps_.max_segs;
+    if (max_segs != 0 && views.size() + 1 > max_segs) return nullptr;  // tcp_config() prevents it
     for (size_t i = 0; i < views.size(); ++i) {
         if (!zbuf::contains(views[i].data)) return nullptr;
         body[i] = wire::Bytes(views[i].data, views[i].len);

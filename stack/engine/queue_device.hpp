@@ -15,6 +15,8 @@ public:
         caps_.tx_tcp_csum = o.tx_tcp_csum;
         caps_.rx_csum = o.rx_ipv4_csum && o.rx_tcp_csum;
         caps_.tso = o.tso;
+        caps_.max_segs = o.max_segs;
+        caps_.max_tso_segs = o.max_tso_segs;
         caps_.mtu = port.mtu();
         rte_ether_addr a = port.mac();
         for (int i = 0; i < 6; ++i) mac_.b[i] = a.addr_bytes[i];

@@ -1253,7 +1253,8 @@ uint32_t Tcb::emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant n
         bool found = locate(seq, &idx, &off);
         assert(found);
         (void)found;
-        while (n < want && o.view_count < kMaxTxViews && idx < sq_count_) {
+        const uint8_t max_views = uint8_t(std::clamp<size_t>(cfg_.max_tx_views, 1, kMaxTxViews));
+        while (n < want && o.view_count < max_views && idx < sq_count_) {
             const Slice& s = sq_at(idx);
             uint32_t take = std::min<uint32_t>(uint32_t(s.size()) - off, want - n);
             o.views[o.view_count++] = TxView{s.data() + off, take};

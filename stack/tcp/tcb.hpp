@@ -58,6 +58,8 @@ enum class EcnMode : uint8_t {
     On,         // always negotiate (classic RFC 3168 reaction for NewReno/CUBIC)
 };
 
+inline constexpr size_t kMaxTxViews = 16; // a segment spans at most this many send-queue slices
+
 struct Config {
     // Our SMSS ceiling, from the path MTU (1500 - 20 - 20). Sent as the MSS
     // option; the effective send MSS is min(this, peer's MSS option or 536).
@@ -89,6 +91,10 @@ struct Config {
     // segments) that the device cuts into MSS-sized ones (OutSegment::
     // tso_segsz). 0 = off. Retransmissions of a lost segment stay one MSS.
     uint32_t tso_max = 0;
+    // Send-queue slices one OutSegment may span (1..kMaxTxViews): devices
+    // limit the segments of a chained frame (e.g. 8 on Intel NICs), and each
+    // view becomes one.
+    uint8_t max_tx_views = uint8_t(kMaxTxViews);
 
     bool nagle = false;          // RFC 9293 §3.7.4 (opt-in, like TCP_NODELAY off)
     KeepaliveConfig keepalive;
@@ -176,7 +182,6 @@ struct TxView {
     const std::byte* data;
     uint32_t len;
 };
-inline constexpr size_t kMaxTxViews = 16; // a segment spans at most this many send-queue slices
 
 struct OutSegment {
     // User-provided so that value-initialization (emplace_back()) does not

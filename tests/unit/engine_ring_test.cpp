@@ -142,20 +142,25 @@ struct RingPair {
 // sum without length in the TCP checksum field).
 class SoftTsoDevice final : public engine::Device {
 public:
-    SoftTsoDevice(EthdevDevice& inner, rte_mempool* pool) : inner_(inner) {
+    // max_segs != 0: the device takes at most that many segments per frame
+    // and per TSO request (as Intel NICs: 8); frames over it are counted.
+    SoftTsoDevice(EthdevDevice& inner, rte_mempool* pool, uint16_t max_segs = 0) : inner_(inner) {
         caps_ = inner.caps();
         caps_.multi_segs = caps_.tx_ip_csum = caps_.tx_tcp_csum = caps_.tso = true;
+        caps_.max_segs = caps_.max_tso_segs = max_segs;
         ctx_.direct_pool = pool;
         ctx_.indirect_pool = pool;
         ctx_.gso_types = RTE_ETH_TX_OFFLOAD_TCP_TSO;
         ctx_.flag = 0;
     }
-    uint64_t requests = 0, pieces = 0, malformed = 0, ring_full = 0;
+    uint64_t requests = 0, pieces = 0, malformed = 0, ring_full = 0, over_max_segs = 0, max_nb_segs = 0;
 
     uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) override { return inner_.rx_burst(pkts, n); }
     uint16_t tx_burst(rte_mbuf** pkts, uint16_t n) override {
         for (uint16_t i = 0; i < n; ++i) {
             rte_mbuf* m = pkts[i];
+            max_nb_segs = std::max<uint64_t>(max_nb_segs, m->nb_segs);
+            if (caps_.max_segs != 0 && m->nb_segs > caps_.max_segs) ++over_max_segs;
             std::array<rte_mbuf*, 64> out{m};
             int k = 1;
             if (m->ol_flags & RTE_MBUF_F_TX_TCP_SEG) {
@@ -225,12 +230,14 @@ struct Result {
     bool timed_out = false;
     bool port_multi_segs = false;  // the ring port advertised RTE_ETH_TX_OFFLOAD_MULTI_SEGS
     uint64_t tso_requests = 0, tso_pieces = 0, tso_malformed = 0;  // SoftTso: both devices
+    uint64_t over_max_segs = 0, max_nb_segs = 0;
 };
 
 enum class Caps {
     ByHand,       // fixed capabilities: software checksums, MULTI_SEGS on
     ByHandCopy,   // the same with MULTI_SEGS off (the engine copies every segment)
     SoftTso,      // ByHand behind SoftTsoDevice: checksum offload and TSO
+    SoftTso3Segs, // the same, with at most 3 segments per frame
     FromPort,     // EthdevDevice::query_caps of the ring port; test-only: MULTI_SEGS
                   // forced on if the PMD does not advertise it (net_ring moves
                   // chains untouched either way)
@@ -253,9 +260,10 @@ Result run_echo(int id, DispatchMode mode, unsigned conns, uint64_t bytes_per_co
     std::unique_ptr<SoftTsoDevice> tso_a, tso_b;
     engine::Device* da = &dev_a;
     engine::Device* db = &dev_b;
-    if (how == Caps::SoftTso) {
-        tso_a = std::make_unique<SoftTsoDevice>(dev_a, e.pool);
-        tso_b = std::make_unique<SoftTsoDevice>(dev_b, e.pool);
+    if (how == Caps::SoftTso || how == Caps::SoftTso3Segs) {
+        const uint16_t max_segs = how == Caps::SoftTso3Segs ? 3 : 0;
+        tso_a = std::make_unique<SoftTsoDevice>(dev_a, e.pool, max_segs);
+        tso_b = std::make_unique<SoftTsoDevice>(dev_b, e.pool, max_segs);
         da = tso_a.get();
         db = tso_b.get();
     }
@@ -317,6 +325,8 @@ Result run_echo(int id, DispatchMode mode, unsigned conns, uint64_t bytes_per_co
         res.tso_requests += d->requests;
         res.tso_pieces += d->pieces;
         res.tso_malformed += d->malformed;
+        res.over_max_segs += d->over_max_segs;
+        res.max_nb_segs = std::max(res.max_nb_segs, d->max_nb_segs);
     }
     return res;
 }
@@ -399,6 +409,27 @@ TEST_CASE("engine: TSO requests a NIC (DPDK's GSO library) cuts correctly, zero-
         CHECK(s->tx_copied_segments == 0);
         CHECK(s->rx_linearized > 0);  // GSO's pieces are chains (header + indirect payload)
     }
+    CHECK(env().arena->stats().live_total() == live_before);
+}
+
+TEST_CASE("engine: a device's segments-per-frame limit bounds every zero-copy chain and TSO request",
+          "[engine][ring][tso]") {
+    REQUIRE(env().ok);
+    zbuf::CoreScope core(0);
+    const uint64_t live_before = env().arena->stats().live_total();
+    // Inline echo: the server sends its RX slices back, so one TSO request
+    // would span many of them without the limit.
+    Result r = run_echo(8, DispatchMode::Inline, 2, 2u << 20, Caps::SoftTso3Segs);
+    check(r, 2);
+    INFO("largest frame: " << r.max_nb_segs << " segments");
+    CHECK(r.over_max_segs == 0);
+    CHECK(r.max_nb_segs == 3);  // the limit is used, not just respected
+    for (const EngineStats* s : {&r.sa, &r.sb}) {
+        CHECK(s->tx_copied_segments == 0);  // every segment fitted zero-copy, none fell back
+        CHECK(s->tx_too_large == 0);
+    }
+    CHECK(r.tso_requests > 0);
+    CHECK(r.tso_malformed == 0);
     CHECK(env().arena->stats().live_total() == live_before);
 }
 
