@@ -6,6 +6,8 @@
 // its sequence number is beyond the old connection's).
 #include "stack/tcp/host.hpp"
 
+#include "stack/tcp/time_wait.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <unordered_map>
@@ -134,6 +136,7 @@ private:
 struct Host::Impl {
     struct Slot {
         std::unique_ptr<Tcb> tcb;
+        std::unique_ptr<TimeWait> tw;      // instead of tcb once in TIME-WAIT
         uint32_t gen = 1;
         uint16_t listener = 0;     // listening port while not yet accept()ed (0 = none)
         bool dirty = false;
@@ -190,7 +193,9 @@ struct Host::Impl {
             if (it != listeners.end() && it->second.pending > 0) --it->second.pending;
         }
         map.erase(s.key);
+        if (s.tw) --stats.time_wait;
         s.tcb.reset();
+        s.tw.reset();
         ++s.gen;
         s.listener = 0;
         s.armed = Instant::never();
@@ -241,7 +246,7 @@ struct Host::Impl {
 
     void arm(uint32_t i) {
         Slot& s = slots[i];
-        Instant d = s.tcb->next_deadline();
+        Instant d = s.tw ? s.tw->expires() : s.tcb->next_deadline();
         if (d < s.armed) {
             s.armed = d;
             heap.push_back(TimerEntry{d.nanos(), i, s.gen});
@@ -268,7 +273,21 @@ struct Host::Impl {
             free_slot(i);
             return;
         }
+        if (s.tcb->state() == State::TimeWait) {
+            // The application heard Closed already; keep only what TIME-WAIT needs.
+            s.tw = std::make_unique<TimeWait>(*s.tcb);
+            s.tcb.reset();
+            s.dirty = false;
+            ++stats.time_wait;
+        }
         arm(i);
+    }
+
+    // A segment for slot i in TIME-WAIT.
+    void time_wait_arrives(uint32_t i, const TcpRepr& seg, uint32_t len, Instant now, Actions& out) {
+        Slot& s = slots[i];
+        s.tw->on_segment(seg, len, now, out);
+        arm(i);  // a retransmitted FIN restarts 2*MSL
     }
 
     uint32_t new_conn(const Endpoints& ep, const Config& c) {
@@ -490,16 +509,20 @@ void Host::on_segment(Ipv4Addr src, Ipv4Addr dst, uint8_t ip_ecn, const TcpRepr&
     }
     if (auto slot = m.map.find(tuple_key(src, seg.src_port, seg.dst_port))) {
         uint32_t i = *slot;
-        Tcb& t = *m.slots[i].tcb;
-        // A new SYN for a TIME-WAIT 4-tuple beyond the old sequence space
-        // starts a new incarnation (RFC 9293 §3.10.7.4 note, RFC 6191).
-        if (t.state() == State::TimeWait && seg.has(SYN) && !seg.has(ACK) && !seg.has(RST) &&
-            seg.seq - SeqNum(t.stats().rcv_nxt) > 0 && m.listeners.count(seg.dst_port)) {
-            ++m.stats.time_wait_reused;
-            m.free_slot(i);
+        if (const TimeWait* tw = m.slots[i].tw.get()) {
+            // A new SYN for a TIME-WAIT 4-tuple beyond the old sequence space
+            // starts a new incarnation (RFC 9293 §3.10.7.4 note, RFC 6191).
+            if (seg.has(SYN) && !seg.has(ACK) && !seg.has(RST) && seg.seq - tw->rcv_nxt() > 0 &&
+                m.listeners.count(seg.dst_port)) {
+                ++m.stats.time_wait_reused;
+                m.free_slot(i);
+            } else {
+                m.time_wait_arrives(i, seg, uint32_t(payload.size()), now, out);
+                return;
+            }
         } else {
             size_t ev = out.events.size();
-            t.on_segment(seg, ip_ecn, std::move(payload), now, out);
+            m.slots[i].tcb->on_segment(seg, ip_ecn, std::move(payload), now, out);
             m.after_call(i, ev, out);
             return;
         }
@@ -522,8 +545,13 @@ void Host::on_timer(Instant now, Actions& out) {
         m.heap.pop_back();
         if (e.slot >= m.slots.size()) continue;
         auto& s = m.slots[e.slot];
-        if (s.gen != e.gen || !s.tcb) continue;  // stale: the connection is gone
+        if (s.gen != e.gen || (!s.tcb && !s.tw)) continue;  // stale: the connection is gone
         if (s.armed.nanos() == e.at) s.armed = Instant::never();
+        if (s.tw) {
+            if (s.tw->expires() <= now) m.free_slot(e.slot);  // 2*MSL over
+            else m.arm(e.slot);                               // restarted by a FIN
+            continue;
+        }
         size_t ev = out.events.size();
         if (s.tcb->next_deadline() <= now) s.tcb->on_timer(now, out);
         m.after_call(e.slot, ev, out);
@@ -595,6 +623,12 @@ void Host::flush(Instant now, Actions& out) {
         m.after_call(i, ev, out);
     }
     m.dirty.clear();
+}
+
+bool Host::in_time_wait(ConnId c) const {
+    if (c.index >= impl_->slots.size()) return false;
+    const Impl::Slot& s = impl_->slots[c.index];
+    return s.gen == c.gen && s.tw != nullptr;
 }
 
 Tcb* Host::find(ConnId c) { return impl_->get(c); }

@@ -54,6 +54,7 @@ struct HostStats {
     uint64_t connects = 0;
     uint64_t conns_live = 0;
     uint64_t time_wait_reused = 0;     // SYN to a TIME-WAIT connection started a new one (RFC 9293 §3.10.7.4 / RFC 6191)
+    uint64_t time_wait = 0;            // connections in TIME-WAIT now (compact records, not Tcbs)
 };
 
 enum class ConnectResult : uint8_t { Ok, AddressInUse, TooManyConnections, InvalidArgument };
@@ -91,14 +92,18 @@ public:
     SendResult send(ConnId c, Slice&& data) { return send(c, data); }
     void consume(ConnId c, uint32_t bytes);
     void shutdown_write(ConnId c);
-    // The handle stays valid until the TCB is freed: at CLOSED, or when TIME-WAIT
-    // ends (after the Closed event); then find() returns nullptr and calls are no-ops.
+    // The handle stays valid until the TCB is freed: at CLOSED, or on entering
+    // TIME-WAIT (after the Closed event); then find() returns nullptr and calls
+    // are no-ops.
     void close(ConnId c);
     void abort(ConnId c, Instant now, Actions& out);
     // Emit output of every connection touched by send/consume/close since the last flush.
     void flush(Instant now, Actions& out);
 
     // --- inspection ---
+    // A connection in TIME-WAIT has no Tcb any more (time_wait.hpp): find()
+    // returns nullptr for it, in_time_wait() true until 2*MSL has passed.
+    bool in_time_wait(ConnId c) const;
     Tcb* find(ConnId c);             // nullptr when stale
     const Tcb* find(ConnId c) const;
     std::optional<ConnId> lookup(Ipv4Addr remote_ip, uint16_t remote_port, uint16_t local_port) const;

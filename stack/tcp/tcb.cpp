@@ -22,11 +22,6 @@ using std::chrono::duration_cast;
 
 namespace {
 
-// RFC 7323 §5.5: TS.Recent is invalid after a long idle time. Our own
-// timestamp clock ticks in microseconds (as Linux's usec TS option), so a
-// crescent peer's clock wraps half-way after ~35 minutes: invalidate earlier
-// than the RFC's 24 days (the safe direction: PAWS then accepts).
-constexpr Duration kPawsIdle = std::chrono::minutes(30);
 constexpr uint32_t kTsOptLen = 12;   // NOP NOP TS(10)
 constexpr uint16_t kDefaultMss = 536; // RFC 9293 §3.7.1
 constexpr uint8_t kEcnCe = 3, kEcnEct0 = 2;

@@ -294,6 +294,13 @@ enum class SendResult : uint8_t {
 bool reset_for(const TcpRepr& in, size_t payload_len, TcpRepr* out);
 
 class TcbTestAccess;
+class TimeWait;
+
+// RFC 7323 §5.5: TS.Recent is invalid after a long idle time. Our own
+// timestamp clock ticks in microseconds (as Linux's usec TS option), so a
+// crescent peer's clock wraps half-way after ~35 minutes: invalidate earlier
+// than the RFC's 24 days (the safe direction: PAWS then accepts).
+inline constexpr Duration kPawsIdle = std::chrono::minutes(30);
 
 class Tcb {
 public:
@@ -359,6 +366,7 @@ public:
 
 private:
     friend class TcbTestAccess;
+    friend class TimeWait;  // takes over in TIME-WAIT (time_wait.hpp)
     // Out-of-line slow path: everything the fast-path predicate rejects.
     [[gnu::noinline]] void segment_slow(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now,
                                         Actions& out);

@@ -325,8 +325,9 @@ TEST_CASE("two Hosts: connect, transfer both ways, close, TIME-WAIT expires", "[
     p.run(p.now + 10ms);
     CHECK(p.b.find(*cb) == nullptr);
     CHECK(p.b.connection_count() == 0);
-    REQUIRE(p.a.find(ca));
-    CHECK(p.a.find(ca)->state() == State::TimeWait);
+    CHECK(p.a.in_time_wait(ca));
+    CHECK(p.a.find(ca) == nullptr);  // a compact record, not a Tcb
+    CHECK(p.a.stats().time_wait == 1);
     p.run(p.now + 2s);  // TIME-WAIT (1 s) serviced by Host::on_timer
     CHECK(p.a.find(ca) == nullptr);
     CHECK(p.a.connection_count() == 0);
@@ -431,11 +432,10 @@ TEST_CASE("RFC 6191 a new SYN above RCV.NXT reuses a TIME-WAIT 4-tuple", "[tcp][
     REQUIRE(ca);
     p.a.close(*ca);  // the listener side closes first: TIME-WAIT on a
     p.run(p.now + 10ms);
+    const uint32_t rcv_nxt = p.a.find(*ca)->stats().rcv_nxt + 1;  // after b's FIN
     p.b.close(cb);
     p.run(p.now + 10ms);
-    REQUIRE(p.a.find(*ca));
-    REQUIRE(p.a.find(*ca)->state() == State::TimeWait);
-    uint32_t rcv_nxt = p.a.find(*ca)->stats().rcv_nxt;
+    REQUIRE(p.a.in_time_wait(*ca));
     Actions out;
     TcpRepr syn = syn_to(50000, 7000, rcv_nxt + 100000);
     p.a.on_segment(kB, kA, 0, syn, Slice(), p.now, out);
@@ -538,4 +538,67 @@ TEST_CASE("RFC 4987 SYN cookies carry wscale/SACK/ECN through the timestamp echo
     CHECK(st.rcv_wscale == 5);
     CHECK(st.snd_wnd == 100u << 7);
     CHECK(st.snd_mss == 1200 - 12);
+}
+
+TEST_CASE("TIME-WAIT as a compact record: re-ACKs a retransmitted FIN and restarts 2*MSL, ignores a RST "
+          "(RFC 1337), answers data with an ACK, then frees the 4-tuple",
+          "[tcp][host][time_wait]") {
+    Pair p;
+    REQUIRE(p.b.listen(7000, 4) == ListenResult::Ok);
+    ConnId ca;
+    REQUIRE(p.a.connect(kB, 7000, 40007, p.now, p.oa, &ca) == ConnectResult::Ok);
+    p.run(p.now + 10ms);
+    auto cb = p.b.accept(7000);
+    REQUIRE(cb);
+    p.a.close(ca);  // a closes first: TIME-WAIT on a
+    p.run(p.now + 10ms);
+    p.b.close(*cb);
+    p.b.flush(p.now, p.ob);
+    std::optional<TcpRepr> fin;
+    for (auto& s : p.ob.segments)
+        if (s.repr.has(FIN)) fin = s.repr;
+    REQUIRE(fin);
+    p.run(p.now + 10ms);
+    REQUIRE(p.a.in_time_wait(ca));
+    CHECK(p.a.stats().time_wait == 1);
+    const Instant entered = p.now;
+
+    // b's FIN again (as if a's ACK of it was lost): ACKed, 2*MSL restarts.
+    p.now = entered + 600ms;
+    Actions out;
+    p.a.on_segment(kB, kA, 0, *fin, Slice(), p.now, out);
+    REQUIRE(out.segments.size() == 1);
+    CHECK(out.segments[0].repr.flags == ACK);
+    CHECK(out.segments[0].repr.ack == fin->seq + 1);
+    CHECK(out.segments[0].repr.opts.ts.has_value());  // timestamps negotiated: still sent
+    out.clear();
+
+    // RFC 1337: a RST does not end TIME-WAIT.
+    TcpRepr rst = *fin;
+    rst.flags = RST;
+    rst.seq = fin->seq + 1;
+    p.a.on_segment(kB, kA, 0, rst, Slice(), p.now, out);
+    CHECK(out.segments.empty());
+    CHECK(p.a.in_time_wait(ca));
+
+    // Data cannot be received any more: answered with an ACK, never delivered.
+    TcpRepr data = *fin;
+    data.flags = ACK | PSH;
+    data.seq = fin->seq + 1;
+    p.a.on_segment(kB, kA, 0, data, p.arena.arena().alloc_slice(3), p.now, out);
+    REQUIRE(out.segments.size() == 1);
+    CHECK(out.segments[0].repr.flags == ACK);
+    CHECK(out.readable.empty());
+    out.clear();
+
+    // The first 2*MSL would have ended at entered + 1 s; the restart holds it
+    // until entered + 1.6 s.
+    Actions timers;
+    p.a.on_timer(entered + 1200ms, timers);
+    CHECK(p.a.in_time_wait(ca));
+    p.a.on_timer(entered + 1700ms, timers);
+    CHECK_FALSE(p.a.in_time_wait(ca));
+    CHECK(p.a.stats().time_wait == 0);
+    CHECK(p.a.connection_count() == 0);
+    CHECK(timers.segments.empty());
 }
