@@ -183,6 +183,7 @@ struct Arena::Impl {
     uint32_t next_zone = 0;                          // zones [0, next_zone) are handed out
     std::atomic<uint64_t> zones_used{0};
     std::atomic<uint64_t> class_zones[kMaxClasses] = {};
+    std::atomic<uint64_t> zones_reclaimed{0};        // idle zones re-formatted for another class
 
     std::unique_ptr<CoreState[]> cores{new CoreState[kMaxCores]};
     std::unique_ptr<CoreHot[]> hot{new CoreHot[kMaxCores]()};
@@ -241,7 +242,32 @@ struct Arena::Impl {
         return z;
     }
 
-    // Slow path of alloc: a fresh zone for (core, cls).
+    // One of `core`'s zones of another class than `cls` with every obj free
+    // (remote frees already drained), unlinked from that class; nullptr when
+    // there is none. Owner core only: no other core allocates from it, and a
+    // zone with no live obj has no free in flight either.
+    ZoneHeader* reclaim_free_zone(unsigned core, unsigned cls) {
+        CoreState& cs = cores[core];
+        CoreHot& h = hot[core];
+        for (unsigned c = 0; c < nclasses; ++c) {
+            if (c == cls) continue;
+            std::vector<ZoneHeader*>& v = cs.zones[c];
+            for (size_t k = 0; k < v.size(); ++k) {
+                ZoneHeader* z = v[k];
+                if (z->free_top != z->obj_count) continue;
+                v.erase(v.begin() + ptrdiff_t(k));
+                if (h.cur[c] == z) h.cur[c] = nullptr;
+                class_zones[c].fetch_sub(1, std::memory_order_relaxed);
+                zones_reclaimed.fetch_add(1, std::memory_order_relaxed);
+                return z;
+            }
+        }
+        return nullptr;
+    }
+
+    // Slow path of alloc: a fresh zone for (core, cls) — or, once the arena
+    // has none left, one of this core's idle zones of another size class,
+    // so a class's zones are not tied to it for the life of the process.
     ZoneHeader* take_for_core(unsigned core, unsigned cls) {
         CoreState& cs = cores[core];
         if (!cs.ring.load(std::memory_order_relaxed)) {
@@ -250,6 +276,7 @@ struct Arena::Impl {
             cs.ring.store(new ReturnRing(cfg.return_ring_size), std::memory_order_release);
         }
         ZoneHeader* z = take(1);
+        if (!z) z = reclaim_free_zone(core, cls);
         if (!z) return nullptr;
         format(z, uint32_t((z->base() - base) / kZoneSize), classes[cls], uint16_t(cls), uint16_t(core),
                ZoneKind::Slab, nullptr, nullptr);
@@ -612,6 +639,7 @@ Stats Arena::stats() const {
     s.bytes = size_t(im.nzones) * kZoneSize;
     s.zones_total = im.nzones;
     s.zones_used = im.zones_used.load(std::memory_order_relaxed);
+    s.zones_reclaimed = im.zones_reclaimed.load(std::memory_order_relaxed);
     s.alloc_too_large = im.too_large.load(std::memory_order_relaxed);
     s.remote_frees = im.nocore_remote_frees.load(std::memory_order_relaxed);
     s.return_ring_full = im.nocore_ring_full.load(std::memory_order_relaxed);

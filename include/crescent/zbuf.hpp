@@ -345,6 +345,7 @@ struct Stats {
     uint64_t alloc_too_large = 0;     // requests larger than the largest size class
     uint64_t zones_total = 0;
     uint64_t zones_used = 0;          // handed to a core or an integration
+    uint64_t zones_reclaimed = 0;     // idle zones of one class re-formatted for another (arena full)
     Backing backing = Backing::Auto;  // what was actually used
     size_t bytes = 0;
     uint64_t live_total() const {

@@ -417,6 +417,46 @@ TEST_CASE("zbuf: exhaustion returns empty handles, counts them, and recovers", "
     CHECK(a->alloc(100)); // temporary: allocated and freed at once
 }
 
+TEST_CASE("zbuf: a full arena re-formats an idle zone of another class for the one that needs it",
+          "[zbuf]") {
+    auto a = make_arena(anon(2 * kZoneSize, {2048, 65536}));
+    CoreScope core(0);
+    test::LeakCheck leaks;
+    const uint32_t small = Arena::objs_per_zone(2048, ZoneKind::Slab);
+    const uint32_t big = Arena::objs_per_zone(65536, ZoneKind::Slab);
+
+    // Both zones go to 2 KiB objs; the arena has nothing left.
+    std::vector<Zbuf> held;
+    for (uint32_t i = 0; i < 2 * small; ++i) {
+        held.push_back(a->alloc(2048));
+        REQUIRE(held.back());
+    }
+    CHECK_FALSE(a->alloc(2048));
+    CHECK_FALSE(a->alloc(65536));  // no zone for 64 KiB and none idle
+    CHECK(a->stats().zones_reclaimed == 0);
+
+    // Free the first zone's objs entirely and one obj of the second.
+    for (uint32_t i = 0; i < small; ++i) held[i].reset();
+    held[small].reset();
+    // The wholly free zone now serves 64 KiB objs; the partly used one stays 2 KiB.
+    std::vector<Zbuf> large;
+    for (uint32_t i = 0; i < big; ++i) {
+        large.push_back(a->alloc(65536));
+        REQUIRE(large.back());
+    }
+    CHECK_FALSE(a->alloc(65536));
+    Stats s = a->stats();
+    CHECK(s.zones_reclaimed == 1);
+    CHECK(s.classes[0].zones == 1);
+    CHECK(s.classes[1].zones == 1);
+    CHECK(s.classes[0].live == small - 1);
+    CHECK(s.classes[1].live == big);
+    // 2 KiB allocations still find the freed obj of the zone they kept.
+    Zbuf again = a->alloc(2048);
+    CHECK(again);
+    CHECK_FALSE(a->alloc(2048));
+}
+
 TEST_CASE("zbuf: accounting per class, per core, high water", "[zbuf]") {
     auto a = make_arena(anon(16u << 20));
     test::LeakCheck leaks;
