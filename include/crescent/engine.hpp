@@ -164,6 +164,10 @@ public:
     // Zero-copy send, all or nothing: on Ok every slice moved into the send
     // queue (the entries are left empty); on WouldBlock nothing moved and
     // on_writable() fires once space is back. Never an unbounded queue.
+    // The bytes are read in place until the peer acknowledges them — by the
+    // NIC (chained TX on devices that take it), and again by every
+    // retransmission — so they must not be written through another reference
+    // to the same obj before on_acked() has released them.
     SendStatus send(std::span<Slice> iov);
     SendStatus send(Slice&& s) { return send(std::span<Slice>(&s, 1)); }
     // Copies `bytes` into zbufs from the arena, all or nothing.
