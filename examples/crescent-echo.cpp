@@ -183,7 +183,7 @@ inline uint8_t pattern(uint64_t off, uint32_t seed) { return uint8_t((off * 2654
 
 class StreamClient final : public Handler {
 public:
-    explicit StreamClient(uint64_t total) : total_(total) {}
+    StreamClient(uint64_t total, bool conn_stats) : total_(total), conn_stats_(conn_stats) {}
     struct State {
         uint32_t seed;
         uint64_t sent = 0, received = 0;
@@ -238,10 +238,28 @@ private:
         if (st->received >= total_ && !st->done) {
             st->done = true;
             ++completed;
+            if (conn_stats_) print_conn(c);
             c.close();
         }
     }
+    // --stats: the TCP side of each connection as it completes.
+    static void print_conn(Conn c) {
+        ConnStats x = c.stats();
+        std::fprintf(stderr,
+                     "conn :%u: srtt=%lldus rto=%lldus cwnd=%u ssthresh=%u segs_out=%llu retrans(rto/fast/sack)=%llu/%llu/%llu "
+                     "bytes_retransmitted=%llu fast_recoveries=%llu dupacks=%llu ooo_in=%llu "
+                     "drops(window/paws/room/all)=%llu/%llu/%llu/%llu dsacks=%llu rescue=%llu\n",
+                     c.local().port, (long long)(x.srtt.count() / 1000), (long long)(x.rto.count() / 1000), x.cwnd,
+                     x.ssthresh, (unsigned long long)x.segs_out, (unsigned long long)x.retrans_timeout,
+                     (unsigned long long)x.retrans_fast, (unsigned long long)x.retrans_sack,
+                     (unsigned long long)x.bytes_retransmitted, (unsigned long long)x.fast_recoveries,
+                     (unsigned long long)x.dupacks, (unsigned long long)x.ooo_segments,
+                     (unsigned long long)x.drop_out_of_window, (unsigned long long)x.drop_paws,
+                     (unsigned long long)x.drop_no_room, (unsigned long long)x.drops, (unsigned long long)x.dsacks_sent,
+                     (unsigned long long)x.retrans_rescue);
+    }
     uint64_t total_;
+    bool conn_stats_;
     std::vector<std::byte> buf_;
 };
 
@@ -286,7 +304,7 @@ int main(int argc, char** argv) {
 
     // Client.
     std::vector<std::unique_ptr<StreamClient>> clients;
-    for (unsigned i = 0; i < rt->engine_count(); ++i) clients.push_back(std::make_unique<StreamClient>(o.bytes));
+    for (unsigned i = 0; i < rt->engine_count(); ++i) clients.push_back(std::make_unique<StreamClient>(o.bytes, o.stats));
     std::atomic<unsigned> engines_done{0};
     std::string connect_error;
     auto t0 = std::chrono::steady_clock::now();

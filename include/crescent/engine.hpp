@@ -105,7 +105,11 @@ struct ConnStats {
     uint64_t bytes_retransmitted = 0, retrans_timeout = 0, retrans_fast = 0, retrans_sack = 0;
     uint64_t fast_recoveries = 0, dupacks = 0, ooo_segments = 0;
     uint64_t zero_window_events = 0, keepalive_probes = 0, fast_path = 0;
-    uint64_t drops = 0;                       // segments the TCB refused (all reasons)
+    uint64_t drops = 0;                       // segments the TCB refused (all reasons), of which
+    uint64_t drop_out_of_window = 0;          //   outside the receive window (old duplicates, mostly)
+    uint64_t drop_paws = 0;                   //   older timestamp (RFC 7323 PAWS)
+    uint64_t drop_no_room = 0;                //   beyond the window / reassembly limits
+    uint64_t dsacks_sent = 0, retrans_rescue = 0;
     uint32_t rx_queued = 0;                   // batch mode: bytes waiting for read()
 };
 
@@ -120,7 +124,8 @@ struct EngineStats {
     uint64_t tx_too_large = 0;        // segment dropped: does not fit one frame (no multi-seg)
     uint64_t tx_zero_copy_segments = 0; // data segments sent as a header mbuf chained to extbuf
                                         // mbufs over the send queue's zbufs (MULTI_SEGS devices)
-    uint64_t tx_copied_segments = 0;  // data segments copied into one linear frame
+    uint64_t tx_copied_segments = 0;  // data segments copied: the device takes no chains (or no mbuf to chain)
+    uint64_t tx_copybreak_segments = 0; // data segments of <= 128 B copied behind the headers on purpose
     uint64_t tx_tso_requests = 0;     // frames handed to the device to cut into segments (TSO)
     uint64_t drop_no_route = 0;       // segment dropped: no route to the destination
     uint64_t drop_neigh_pending = 0;  // segment dropped while its neighbour resolves

@@ -632,13 +632,16 @@ void EngineImpl::transmit(const tcp::OutSegment& s, Instant now) {
     const size_t tcp_len = wire::tcp_header_len(s.repr);
     const uint32_t payload_len = s.payload_len();
     rte_mbuf* m = nullptr;
-    if (attach_pool_ && payload_len != 0) m = build_chain(s, dst_mac, tcp_len, payload_len);
+    // Copy-break: a payload this small costs less to copy behind the headers
+    // than an extra mbuf, a reference and a descriptor per view.
+    const bool small = payload_len <= kTxCopyBreak && s.tso_segsz == 0;
+    if (attach_pool_ && payload_len != 0 && !small) m = build_chain(s, dst_mac, tcp_len, payload_len);
     if (m != nullptr) {
         ++st_.tx_zero_copy_segments;
     } else {
         m = build_copy(s, dst_mac, tcp_len, payload_len);
         if (m == nullptr) return;
-        if (payload_len != 0) ++st_.tx_copied_segments;
+        if (payload_len != 0) ++(attach_pool_ && small ? st_.tx_copybreak_segments : st_.tx_copied_segments);
     }
     if (r == Resolve::Pending) {
         if (pending_.size() >= p_.neigh_queue) {
@@ -1033,6 +1036,11 @@ ConnStats EngineImpl::conn_stats(uint32_t index, uint32_t gen) const {
     o.fast_path = x.fast_path;
     o.drops = x.drop_not_acceptable + x.drop_paws + x.drop_bad_ack + x.drop_rst_invalid + x.drop_no_room +
               x.drop_no_ack + x.drop_after_close;
+    o.drop_out_of_window = x.drop_not_acceptable;
+    o.drop_paws = x.drop_paws;
+    o.drop_no_room = x.drop_no_room;
+    o.dsacks_sent = x.dsacks_sent;
+    o.retrans_rescue = x.retrans_rescue;
     o.rx_queued = uint32_t(s->rxq_bytes);
     return o;
 }

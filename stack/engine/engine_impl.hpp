@@ -181,6 +181,10 @@ private:
     uint32_t port_cursor_ = 0;
     uint16_t ip_ident_ = 0;
     uint16_t frame_room_ = 0;          // bytes one TX mbuf can hold
+    // Payloads up to this many bytes are copied behind the headers even on
+    // devices that take chains (a cache line or two is cheaper to copy than
+    // an extra mbuf, an obj reference and a TX descriptor).
+    static constexpr uint32_t kTxCopyBreak = 128;
     // Data-less mbufs for attaching send-queue zbufs as external buffers;
     // non-null iff caps_.multi_segs (and its creation succeeded). Owned.
     zbuf::dpdk::AttachPool attach_pool_;

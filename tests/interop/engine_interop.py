@@ -632,22 +632,25 @@ def tap_eal(bed, tag):
 
 def wait_started(proc, timeout=30):
     """Reads crescent-echo's stderr up to its start-up banner (printed once the
-    port is started: the PMD sets the tap netdev's MAC until then)."""
+    port is started: the PMD sets the tap netdev's MAC until then). Reads the
+    raw fd: a buffered readline() could pull the banner into Python's buffer
+    where select() no longer sees it."""
     import select
-    seen, end = [], time.time() + timeout
+    fd = proc.stderr.fileno()
+    seen, end = b"", time.time() + timeout
     while time.time() < end:
-        ready, _, _ = select.select([proc.stderr], [], [], 0.5)
+        ready, _, _ = select.select([fd], [], [], 0.5)
         if not ready:
             if proc.poll() is not None:
                 break
             continue
-        line = proc.stderr.readline()
-        if not line:
+        chunk = os.read(fd, 65536)
+        if not chunk:
             break
-        seen.append(line)
-        if "(net_tap) 10.79.0.2" in line:
-            return True, "".join(seen)
-    return False, "".join(seen)
+        seen += chunk
+        if b"(net_tap) 10.79.0.2" in seen:
+            return True, seen.decode(errors="replace")
+    return False, seen.decode(errors="replace")
 
 
 def tap_kernel_side(bed, proc, iface):

@@ -433,6 +433,19 @@ TEST_CASE("engine: a device's segments-per-frame limit bounds every zero-copy ch
     CHECK(env().arena->stats().live_total() == live_before);
 }
 
+TEST_CASE("engine: payloads up to 128 B are copied behind the headers even on chaining devices (copy-break)",
+          "[engine][ring]") {
+    REQUIRE(env().ok);
+    zbuf::CoreScope core(0);
+    Result r = run_echo(9, DispatchMode::Inline, 4, 100, Caps::FromPort);
+    check(r, 4);
+    for (const EngineStats* s : {&r.sa, &r.sb}) {
+        CHECK(s->tx_copybreak_segments > 0);
+        CHECK(s->tx_zero_copy_segments == 0);
+        CHECK(s->tx_copied_segments == 0);
+    }
+}
+
 TEST_CASE("engine: devices without MULTI_SEGS get one copied frame per segment", "[engine][ring]") {
     REQUIRE(env().ok);
     zbuf::CoreScope core(0);
