@@ -1116,15 +1116,7 @@ void Tcb::fill_ack_fields(TcpRepr& r, Instant now) {
 }
 
 void Tcb::send_syn(bool with_ack, Instant now, Actions& out) {
-    OutSegment o;
-    o.conn = id_;
-    o.src = ep_.local_ip;
-    o.dst = ep_.remote_ip;
-    TcpRepr& r = o.repr;
-    r.src_port = ep_.local_port;
-    r.dst_port = ep_.remote_port;
-    r.seq = snd_.iss;
-    r.flags = SYN;
+    TcpRepr& r = append_segment(out.segments, id_, ep_, snd_.iss, SYN).repr;
     if (with_ack) {
         r.flags |= ACK;
         r.ack = rcv_.nxt;
@@ -1144,19 +1136,12 @@ void Tcb::send_syn(bool with_ack, Instant now, Actions& out) {
         rtt_start_ = now;
     }
     rto_at_ = now + rto_;
-    out.segments.push_back(o);
     ++st_.segs_out;
 }
 
 void Tcb::send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out) {
-    OutSegment& o = out.segments.emplace_back();  // in place: no copy of the view array
-    o.conn = id_;
-    o.src = ep_.local_ip;
-    o.dst = ep_.remote_ip;
-    o.repr.src_port = ep_.local_port;
-    o.repr.dst_port = ep_.remote_port;
-    o.repr.seq = seq;
-    o.repr.flags = flags;
+    // In place: no copy of the view array.
+    OutSegment& o = append_segment(out.segments, id_, ep_, seq, flags);
     if (flags & ACK) fill_ack_fields(o.repr, now);
     ++st_.segs_out;
 }
@@ -1188,15 +1173,7 @@ SeqNum Tcb::ack_seq() const {
 }
 
 void Tcb::send_rst(SeqNum seq, Actions& out) {
-    OutSegment o;
-    o.conn = id_;
-    o.src = ep_.local_ip;
-    o.dst = ep_.remote_ip;
-    o.repr.src_port = ep_.local_port;
-    o.repr.dst_port = ep_.remote_port;
-    o.repr.seq = seq;
-    o.repr.flags = RST;
-    out.segments.push_back(o);
+    append_segment(out.segments, id_, ep_, seq, RST);
     ++st_.segs_out;
 }
 
@@ -1228,14 +1205,8 @@ uint32_t Tcb::emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant n
     if (avail < 0) return 0;
     if (avail == 0 ? !fin_queued_ : max_len == 0) return 0;
 
-    OutSegment& o = out.segments.emplace_back();
-    o.conn = id_;
-    o.src = ep_.local_ip;
-    o.dst = ep_.remote_ip;
+    OutSegment& o = append_segment(out.segments, id_, ep_, seq, 0);
     TcpRepr& r = o.repr;
-    r.src_port = ep_.local_port;
-    r.dst_port = ep_.remote_port;
-    r.seq = seq;
     fill_ack_fields(r, now);
     uint32_t opt_extra = r.opts.sack_count ? 4 + 8u * r.opts.sack_count : 0;
     uint32_t cap = snd_.mss > opt_extra ? snd_.mss - opt_extra : 1;

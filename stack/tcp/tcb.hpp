@@ -282,6 +282,22 @@ struct Endpoints {
     uint16_t local_port = 0, remote_port = 0;
 };
 
+// A new segment of the connection `id` between `ep`, appended to `out` with
+// its addresses, ports, SEQ and flags; the caller fills in the rest (the
+// reference is valid until the next append).
+inline OutSegment& append_segment(std::vector<OutSegment>& out, ConnId id, const Endpoints& ep, SeqNum seq,
+                                  uint8_t flags) {
+    OutSegment& o = out.emplace_back();
+    o.conn = id;
+    o.src = ep.local_ip;
+    o.dst = ep.remote_ip;
+    o.repr.src_port = ep.local_port;
+    o.repr.dst_port = ep.remote_port;
+    o.repr.seq = seq;
+    o.repr.flags = flags;
+    return o;
+}
+
 enum class SendResult : uint8_t {
     Ok,
     WouldBlock,     // the send buffer is full (or the slice does not fit): wait for Writable

@@ -49,15 +49,8 @@ void TimeWait::on_segment(const TcpRepr& seg, uint32_t payload_len, Instant now,
 }
 
 void TimeWait::send_ack(Instant now, Actions& out) const {
-    OutSegment& o = out.segments.emplace_back();
-    o.conn = id_;
-    o.src = ep_.local_ip;
-    o.dst = ep_.remote_ip;
-    o.repr.src_port = ep_.local_port;
-    o.repr.dst_port = ep_.remote_port;
-    o.repr.seq = snd_nxt_;
+    OutSegment& o = append_segment(out.segments, id_, ep_, snd_nxt_, ACK);
     o.repr.ack = rcv_nxt_;
-    o.repr.flags = ACK;
     o.repr.window = window_;
     if (ts_ok_) o.repr.opts.ts = wire::Timestamps{uint32_t(now.nanos() / 1000) + ts_offset_, ts_recent_};
 }
