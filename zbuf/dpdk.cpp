@@ -247,6 +247,11 @@ bool free_attach_pool(AttachPool& p) {
 }
 
 rte_mbuf* attach_slice(const AttachPool& pool, const Slice& s, uint16_t headroom) {
+    Slice ref = s.share();
+    return attach_slice(pool, std::move(ref), headroom);  // on failure `ref` drops the extra reference
+}
+
+rte_mbuf* attach_slice(const AttachPool& pool, Slice&& s, uint16_t headroom) {
     if (!s || !pool || headroom > s.offset() || size_t(headroom) + s.size() > UINT16_MAX) return nullptr;
     void* e = nullptr;
     if (rte_mempool_get(pool.shinfo, &e) != 0) return nullptr;
@@ -260,12 +265,14 @@ rte_mbuf* attach_slice(const AttachPool& pool, const Slice& s, uint16_t headroom
     ai->sh.free_cb = extbuf_free;
     ai->sh.fcb_opaque = ai;
     rte_mbuf_ext_refcnt_set(&ai->sh, 1);
-    // The attachment's reference, dropped by extbuf_free(buf_addr).
-    std::byte* buf = s.buf().share().release() + s.offset() - headroom;
-    rte_pktmbuf_attach_extbuf(m, buf, rte_iova_t(s.iova() - headroom), uint16_t(headroom + s.size()), &ai->sh);
+    const size_t off = s.offset(), len = s.size();
+    const rte_iova_t iova = rte_iova_t(s.iova() - headroom);
+    // s's reference becomes the attachment's, dropped by extbuf_free(buf_addr).
+    std::byte* buf = s.take_buf().release() + off - headroom;
+    rte_pktmbuf_attach_extbuf(m, buf, iova, uint16_t(headroom + len), &ai->sh);
     m->data_off = headroom;
-    m->data_len = uint16_t(s.size());
-    m->pkt_len = uint32_t(s.size());
+    m->data_len = uint16_t(len);
+    m->pkt_len = uint32_t(len);
     return m;
 }
 

@@ -273,6 +273,12 @@ public:
     Slice& operator=(Slice&&) noexcept = default;
 
     Slice share() const { return Slice(buf_.share(), off_, len_); }
+    // Gives up the obj reference (the slice becomes empty) to whoever takes
+    // over its lifetime, e.g. an extbuf mbuf (zbuf::dpdk::attach_slice).
+    Zbuf take_buf() {
+        off_ = len_ = 0;
+        return std::move(buf_);
+    }
     // A new reference to [off, off+len) of this slice.
     Slice sub(size_t off, size_t len) const { return Slice(buf_.share(), off_ + off, len); }
 

@@ -692,6 +692,16 @@ void EngineImpl::set_tx_offload(rte_mbuf* m, size_t tcp_len, uint16_t tso_segsz)
     }
 }
 
+uint16_t EngineImpl::max_segs(const tcp::OutSegment& s) const {
+    return s.tso_segsz != 0 ? caps_.max_tso_segs : caps_.max_segs;
+}
+
+size_t EngineImpl::payload_spans(const tcp::OutSegment& s, std::array<wire::Bytes, tcp::kMaxTxViews>& out) {
+    const auto views = s.payload();
+    for (size_t i = 0; i < views.size(); ++i) out[i] = wire::Bytes(views[i].data, views[i].len);
+    return views.size();
+}
+
 rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
                                  uint32_t payload_len) {
     const size_t hdr_len = wire::kEthHeaderLen + wire::kIpv4HeaderLen + tcp_len;
@@ -708,16 +718,15 @@ rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& 
     }
     std::array<wire::Bytes, tcp::kMaxTxViews> body;
     const auto views = s.payload();
+    const size_t nbody = payload_spans(s, body);
     rte_mbuf* cur = m;
     std::byte* dst = rte_pktmbuf_mtod(m, std::byte*) + hdr_len;
     size_t room = frame_room_ - hdr_len;
     m->data_len = uint16_t(hdr_len);
     for (size_t i = 0; i < views.size(); ++i) {
-        body[i] = wire::Bytes(views[i].data, views[i].len);
         for (size_t done = 0; done < views[i].len;) {
             if (room == 0) {
-                const uint16_t max_segs = s.tso_segsz != 0 ? caps_.max_tso_segs : caps_.max_segs;
-                if (max_segs != 0 && m->nb_segs >= max_segs) {
+                if (const uint16_t max = max_segs(s); max != 0 && m->nb_segs >= max) {
                     ++st_.tx_too_large;
                     rte_pktmbuf_free(m);
                     return nullptr;
@@ -743,7 +752,7 @@ rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& 
         }
     }
     emit_headers(rte_pktmbuf_mtod(m, std::byte*), s, dst_mac, tcp_len, payload_len,
-                 std::span<const wire::Bytes>(body.data(), views.size()));
+                 std::span<const wire::Bytes>(body.data(), nbody));
     m->pkt_len = uint32_t(hdr_len) + payload_len;
     set_tx_offload(m, tcp_len, s.tso_segsz);
     return m;
@@ -753,23 +762,19 @@ rte_mbuf* EngineImpl::build_chain(const tcp::OutSegment& s, const wire::MacAddr&
                                   uint32_t payload_len) {
     const size_t hdr_len = wire::kEthHeaderLen + wire::kIpv4HeaderLen + tcp_len;
     if (hdr_len > frame_room_) return nullptr;
+    const auto views = s.payload();
+    if (const uint16_t max = max_segs(s); max != 0 && views.size() + 1 > max) return nullptr;  // tcp_config() prevents it
     // Every view must lie in an arena obj (the send queue only holds zbufs;
     // anything else is copied).
+    for (const tcp::TxView& v : views)
+        if (!zbuf::contains(v.data)) return nullptr;
     std::array<wire::Bytes, tcp::kMaxTxViews> body;
-    const auto views = s.payload();
-    const uint16_t max_segs = s.tso_segsz != 0 ? caps_.max_tso_segs : caps_.max_segs;
-    if (max_segs != 0 && views.size() + 1 > max_segs) return nullptr;  // tcp_config() prevents it
-    for (size_t i = 0; i < views.size(); ++i) {
-        if (!zbuf::contains(views[i].data)) return nullptr;
-        body[i] = wire::Bytes(views[i].data, views[i].len);
-    }
+    const size_t nbody = payload_spans(s, body);
     rte_mbuf* head = rte_pktmbuf_alloc(dev_->tx_pool());
     if (!head) return nullptr;
     for (const tcp::TxView& v : views) {
-        // attach_slice takes the mbuf's own reference on the obj; this
-        // temporary one goes at the end of the iteration.
-        Slice sl = Slice::share_of(v.data, v.len);
-        rte_mbuf* seg = zbuf::dpdk::attach_slice(attach_pool_, sl);
+        // The mbuf keeps this reference on the obj until the device frees it.
+        rte_mbuf* seg = zbuf::dpdk::attach_slice(attach_pool_, Slice::share_of(v.data, v.len));
         if (!seg) {
             rte_pktmbuf_free(head);  // drops the references taken so far
             return nullptr;
@@ -781,7 +786,7 @@ rte_mbuf* EngineImpl::build_chain(const tcp::OutSegment& s, const wire::MacAddr&
         }
     }
     auto* p = rte_pktmbuf_mtod(head, std::byte*);
-    emit_headers(p, s, dst_mac, tcp_len, payload_len, std::span<const wire::Bytes>(body.data(), views.size()));
+    emit_headers(p, s, dst_mac, tcp_len, payload_len, std::span<const wire::Bytes>(body.data(), nbody));
     // rte_pktmbuf_chain summed the segments' pkt_len into the head's.
     head->data_len = uint16_t(hdr_len);
     head->pkt_len = uint32_t(hdr_len) + payload_len;

@@ -158,6 +158,10 @@ private:
     rte_mbuf* build_copy(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
                          uint32_t payload_len);
     void set_tx_offload(rte_mbuf* m, size_t tcp_len, uint16_t tso_segsz);
+    // Segments the device takes per frame of this kind (0: no limit).
+    uint16_t max_segs(const tcp::OutSegment& s) const;
+    // The payload views as spans for checksumming; returns how many.
+    static size_t payload_spans(const tcp::OutSegment& s, std::array<wire::Bytes, tcp::kMaxTxViews>& out);
     void enqueue_tx(rte_mbuf* m);
     void flush_tx();
     void retry_pending(Instant now);
