@@ -124,8 +124,6 @@ bool Tcb::wants_ecn() const {
     return false;
 }
 
-uint32_t Tcb::ts_now(Instant now) const { return uint32_t(now.nanos() / 1000) + ts_offset_; }
-
 void Tcb::push_event(EventKind k, Actions& out, CloseReason r, uint32_t bytes) {
     out.events.push_back(Event{id_, k, r, bytes, 0});
 }
@@ -1050,9 +1048,14 @@ uint16_t Tcb::advertise_window() {
         w = (w >> rcv_.wscale) << rcv_.wscale;
         if (rcv_.nxt + w - rcv_.adv > 0) rcv_.adv = rcv_.nxt + w;
     }
+    const uint16_t field = window_field();
+    if (field == 0) ++st_.zero_window_sent;
+    return field;
+}
+
+uint16_t Tcb::window_field() const {
     int32_t wnd = rcv_.adv - rcv_.nxt;
     uint32_t w = wnd > 0 ? uint32_t(wnd) : 0;
-    if (w == 0) ++st_.zero_window_sent;
     return uint16_t(std::min<uint32_t>(w >> rcv_.wscale, 0xffff));
 }
 

@@ -421,6 +421,8 @@ private:
     // RFC 2883 §4: report [left, right) as a duplicate in the next ACK.
     void note_duplicate(SeqNum left, SeqNum right);
     uint16_t advertise_window();
+    // The window field for the edge already advertised (RCV.ADV - RCV.NXT, scaled).
+    uint16_t window_field() const;
     uint32_t in_flight() const;
     uint32_t usable_window() const;
     // Payload bytes one OutSegment of new data may carry: the MSS, or Config::tso_max.
@@ -428,7 +430,9 @@ private:
     void drop_acked(SeqNum new_una, Actions& out);
     void arm_rto(Instant now);
     void update_deadline();
-    uint32_t ts_now(Instant now) const;
+    uint32_t ts_now(Instant now) const { return ts_clock(now, ts_offset_); }
+    // Our RFC 7323 TSval clock: microseconds, offset per connection.
+    static uint32_t ts_clock(Instant now, uint32_t offset) { return uint32_t(now.nanos() / 1000) + offset; }
     void push_event(EventKind k, Actions& out, CloseReason r = CloseReason::None, uint32_t bytes = 0);
     bool locate(SeqNum seq, uint32_t* idx, uint32_t* off);
     Slice& sq_at(uint32_t i) { return sq_[(sq_head_ + i) & (uint32_t(sq_.size()) - 1)]; }

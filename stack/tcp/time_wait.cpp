@@ -1,20 +1,14 @@
 // crescent — TIME-WAIT remains (see time_wait.hpp).
 #include "stack/tcp/time_wait.hpp"
 
-#include <algorithm>
-
 namespace crescent::tcp {
 
 using namespace wire::tcp_flags;
 
 TimeWait::TimeWait(const Tcb& t)
     : id_(t.id_), ep_(t.ep_), snd_nxt_(t.ack_seq()), rcv_nxt_(t.rcv_.nxt), time_wait_(t.cfg_.time_wait),
-      expires_(t.state_at_), ts_recent_age_(t.ts_recent_age_), ts_recent_(t.ts_recent_), ts_offset_(t.ts_offset_),
-      ts_ok_(t.ts_ok_) {
-    // The window our last ACK advertised (the edge never moves left).
-    int32_t w = t.rcv_.adv - t.rcv_.nxt;
-    window_ = uint16_t(std::min<uint32_t>(uint32_t(w > 0 ? w : 0) >> t.rcv_.wscale, 0xffff));
-}
+      expires_(t.state_at_), ts_recent_age_(t.ts_recent_age_), ts_recent_(t.ts_recent_),
+      ts_offset_(t.ts_offset_), window_(t.window_field()), ts_ok_(t.ts_ok_) {}
 
 void TimeWait::on_segment(const TcpRepr& seg, uint32_t payload_len, Instant now, Actions& out) {
     // RFC 1337: a RST must not end TIME-WAIT early.
@@ -52,7 +46,7 @@ void TimeWait::send_ack(Instant now, Actions& out) const {
     OutSegment& o = append_segment(out.segments, id_, ep_, snd_nxt_, ACK);
     o.repr.ack = rcv_nxt_;
     o.repr.window = window_;
-    if (ts_ok_) o.repr.opts.ts = wire::Timestamps{uint32_t(now.nanos() / 1000) + ts_offset_, ts_recent_};
+    if (ts_ok_) o.repr.opts.ts = wire::Timestamps{Tcb::ts_clock(now, ts_offset_), ts_recent_};
 }
 
 } // namespace crescent::tcp

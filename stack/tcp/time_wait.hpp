@@ -45,7 +45,7 @@ private:
     Instant expires_;
     Instant ts_recent_age_;
     uint32_t ts_recent_ = 0;
-    uint32_t ts_offset_ = 0;  // our TSval clock, as the Tcb had it
+    uint32_t ts_offset_ = 0;  // our TSval clock goes on as the Tcb's did (Tcb::ts_clock)
     uint16_t window_ = 0;     // the window field of our ACKs (already scaled down)
     bool ts_ok_ = false;
 };
