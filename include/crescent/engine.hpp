@@ -31,6 +31,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <crescent/time.hpp>
 #include <crescent/zbuf.hpp>
@@ -183,6 +184,10 @@ public:
     // Batch mode: copies queued received bytes (0 when none). The receive
     // window reopens as bytes are read.
     size_t read(void* buf, size_t len);
+    // Batch mode, zero-copy: moves up to `max` queued bytes onto `out` as the
+    // received slices themselves (a slice cut at `max` leaves its rest
+    // queued). Returns the bytes moved; the receive window reopens by them.
+    size_t read_slices(std::vector<Slice>& out, size_t max = SIZE_MAX);
     size_t readable() const;    // batch mode: bytes waiting for read()
     size_t send_space() const;  // bytes send()/write() would accept now
 
@@ -261,8 +266,12 @@ public:
     void unlisten(uint16_t port);
     // Active open from this engine's client-port sub-range (Luna §7.1), so the
     // replies come back to this engine's queue. on_connected() or
-    // on_closed(Refused/ConnectTimeout) follows.
-    ConnectStatus connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts = nullptr);
+    // on_closed(Refused/ConnectTimeout) follows. `local_port` (0 = the next
+    // free one) asks for a given port of client_ports(), e.g. to reach a given
+    // engine of a server that spreads connections by the low bits of the
+    // source port; NoPort when it is taken, InvalidArgument when outside.
+    ConnectStatus connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts = nullptr,
+                          uint16_t local_port = 0);
 
     // One-shot timer on this engine's wheel; the callback runs on this thread.
     TimerId add_timer(Duration after, std::function<void()> fn);

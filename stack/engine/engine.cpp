@@ -179,8 +179,10 @@ void EngineImpl::unlisten(uint16_t port) {
     if (listeners_.erase(port)) host_.unlisten(port, clock_.now(), app_act_);
 }
 
-ConnectStatus EngineImpl::connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts) {
+ConnectStatus EngineImpl::connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts,
+                                  uint16_t local_port) {
     if (remote.port == 0 || remote.ip.v == 0) return ConnectStatus::InvalidArgument;
+    if (local_port != 0 && (local_port < port_lo_ || local_port > port_hi_)) return ConnectStatus::InvalidArgument;
     Instant now = clock_.now();
     wire::MacAddr mac;
     if (nexthop_->resolve(wire::Ipv4Addr{remote.ip.v}, now, &mac) == Resolve::NoRoute) {
@@ -189,9 +191,9 @@ ConnectStatus EngineImpl::connect(Endpoint remote, Handler& h, Conn* out, const 
     }
     const ConnOptions& o = opts ? *opts : p_.cfg.conn;
     tcp::Config cfg = tcp_config(o, caps_);
-    uint32_t span = uint32_t(port_hi_ - port_lo_) + 1;
+    const uint32_t span = local_port != 0 ? 1 : uint32_t(port_hi_ - port_lo_) + 1;
     for (uint32_t i = 0; i < span; ++i) {
-        uint16_t lport = uint16_t(port_lo_ + (port_cursor_++ % span));
+        uint16_t lport = local_port != 0 ? local_port : uint16_t(port_lo_ + (port_cursor_++ % span));
         tcp::ConnId id;
         switch (host_.connect(wire::Ipv4Addr{remote.ip.v}, remote.port, lport, now, app_act_, &id, &cfg)) {
         case tcp::ConnectResult::Ok: {
@@ -856,208 +858,6 @@ void EngineImpl::flush_tx() {
     else txq_.erase(txq_.begin(), txq_.begin() + ptrdiff_t(sent));
 }
 
-// ---- Conn operations ------------------------------------------------------------------------
-
-SendStatus EngineImpl::conn_send(uint32_t index, uint32_t gen, std::span<Slice> iov) {
-    ConnState* s = state_of(index, gen);
-    tcp::ConnId id{index, gen};
-    const tcp::Tcb* t = s ? host_.find(id) : nullptr;
-    if (!t) return SendStatus::Closed;
-    size_t total = 0;
-    for (const Slice& sl : iov) total += sl.size();
-    if (total == 0) return SendStatus::Ok;
-    if (t->send_space() < total) {
-        s->want_writable = true;
-        s->want_bytes = total;
-        return SendStatus::WouldBlock;
-    }
-    for (Slice& sl : iov) {
-        if (sl.empty()) continue;
-        tcp::SendResult r = host_.send(id, sl);
-        if (r == tcp::SendResult::InvalidState) return SendStatus::Closed;
-        if (r == tcp::SendResult::WouldBlock) {
-            // Space was checked above; the TCB refused anyway (e.g. its slice
-            // ring is full). What it took stays queued; the rest is the caller's.
-            s->want_writable = true;
-            s->want_bytes = sl.size();
-            mark_flush();
-            return SendStatus::WouldBlock;
-        }
-    }
-    mark_flush();
-    return SendStatus::Ok;
-}
-
-SendStatus EngineImpl::conn_send_copy(uint32_t index, uint32_t gen, std::span<const std::byte> bytes) {
-    ConnState* s = state_of(index, gen);
-    tcp::ConnId id{index, gen};
-    const tcp::Tcb* t = s ? host_.find(id) : nullptr;
-    if (!t) return SendStatus::Closed;
-    if (bytes.empty()) return SendStatus::Ok;
-    if (t->send_space() < bytes.size()) {
-        s->want_writable = true;
-        s->want_bytes = bytes.size();
-        return SendStatus::WouldBlock;
-    }
-    const size_t chunk = arena_->config().size_classes.empty() ? 2048 : arena_->config().size_classes.back();
-    copy_iov_.clear();
-    for (size_t off = 0; off < bytes.size(); off += chunk) {
-        size_t n = std::min(chunk, bytes.size() - off);
-        Slice sl = arena_->alloc_slice(n);
-        if (!sl) {
-            copy_iov_.clear();
-            return SendStatus::NoMemory;
-        }
-        std::memcpy(sl.data(), bytes.data() + off, n);
-        copy_iov_.push_back(std::move(sl));
-    }
-    SendStatus r = conn_send(index, gen, std::span<Slice>(copy_iov_));
-    copy_iov_.clear();
-    return r;
-}
-
-size_t EngineImpl::conn_write(uint32_t index, uint32_t gen, const void* buf, size_t len) {
-    ConnState* s = state_of(index, gen);
-    const tcp::Tcb* t = s ? host_.find(tcp::ConnId{index, gen}) : nullptr;
-    if (!t || len == 0) return 0;
-    size_t n = std::min<size_t>(len, t->send_space());
-    if (n == 0) {
-        s->want_writable = true;
-        s->want_bytes = 1;
-        return 0;
-    }
-    auto r = conn_send_copy(index, gen, std::span<const std::byte>(static_cast<const std::byte*>(buf), n));
-    if (r != SendStatus::Ok) return 0;
-    if (n < len) {
-        s = state_of(index, gen);
-        if (s) {
-            s->want_writable = true;
-            s->want_bytes = 1;
-        }
-    }
-    return n;
-}
-
-size_t EngineImpl::conn_read(uint32_t index, uint32_t gen, void* buf, size_t len) {
-    ConnState* s = state_of(index, gen);
-    if (!s) return 0;
-    auto* out = static_cast<std::byte*>(buf);
-    size_t done = 0;
-    while (done < len && !s->rxq.empty()) {
-        Slice& f = s->rxq.front();
-        size_t n = std::min(len - done, f.size());
-        std::memcpy(out + done, f.data(), n);
-        done += n;
-        if (n == f.size()) s->rxq.pop_front();
-        else f.remove_prefix(n);
-    }
-    if (done) {
-        s->rxq_bytes -= done;
-        host_.consume(tcp::ConnId{index, gen}, uint32_t(done));
-        mark_flush();
-    }
-    return done;
-}
-
-size_t EngineImpl::conn_readable(uint32_t index, uint32_t gen) const {
-    const ConnState* s = state_of(index, gen);
-    return s ? s->rxq_bytes : 0;
-}
-
-size_t EngineImpl::conn_send_space(uint32_t index, uint32_t gen) const {
-    const tcp::Tcb* t = state_of(index, gen) ? host_.find(tcp::ConnId{index, gen}) : nullptr;
-    return t ? t->send_space() : 0;
-}
-
-void EngineImpl::conn_shutdown(uint32_t index, uint32_t gen) {
-    if (!state_of(index, gen)) return;
-    host_.shutdown_write(tcp::ConnId{index, gen});
-    mark_flush();
-}
-
-void EngineImpl::conn_close(uint32_t index, uint32_t gen) {
-    if (!state_of(index, gen)) return;
-    host_.close(tcp::ConnId{index, gen});
-    mark_flush();
-}
-
-void EngineImpl::conn_abort(uint32_t index, uint32_t gen) {
-    if (!state_of(index, gen)) return;
-    host_.abort(tcp::ConnId{index, gen}, clock_.now(), app_act_);
-}
-
-Endpoint EngineImpl::conn_local(uint32_t index, uint32_t gen) const {
-    const tcp::Tcb* t = state_of(index, gen) ? host_.find(tcp::ConnId{index, gen}) : nullptr;
-    if (!t) return {};
-    return Endpoint{Ipv4{t->endpoints().local_ip.v}, t->endpoints().local_port};
-}
-
-Endpoint EngineImpl::conn_remote(uint32_t index, uint32_t gen) const {
-    const tcp::Tcb* t = state_of(index, gen) ? host_.find(tcp::ConnId{index, gen}) : nullptr;
-    if (!t) return {};
-    return Endpoint{Ipv4{t->endpoints().remote_ip.v}, t->endpoints().remote_port};
-}
-
-ConnStats EngineImpl::conn_stats(uint32_t index, uint32_t gen) const {
-    ConnStats o;
-    const ConnState* s = state_of(index, gen);
-    const tcp::Tcb* t = s ? host_.find(tcp::ConnId{index, gen}) : nullptr;
-    if (!t) {
-        o.state = "CLOSED";
-        return o;
-    }
-    tcp::Stats x = t->stats();
-    o.state = tcp::state_name(x.state);
-    o.snd_una = x.snd_una;
-    o.snd_nxt = x.snd_nxt;
-    o.snd_wnd = x.snd_wnd;
-    o.rcv_nxt = x.rcv_nxt;
-    o.rcv_wnd = x.rcv_wnd;
-    o.snd_mss = x.snd_mss;
-    o.snd_wscale = x.snd_wscale;
-    o.rcv_wscale = x.rcv_wscale;
-    o.sack_ok = x.sack_ok;
-    o.ts_ok = x.ts_ok;
-    o.ecn_ok = x.ecn_ok;
-    o.cwnd = x.cwnd;
-    o.ssthresh = x.ssthresh;
-    o.bytes_in_flight = x.bytes_in_flight;
-    o.srtt = x.srtt;
-    o.rttvar = x.rttvar;
-    o.rto = x.rto;
-    o.bytes_in = x.bytes_in;
-    o.bytes_out = x.bytes_out;
-    o.segs_in = x.segs_in;
-    o.segs_out = x.segs_out;
-    o.bytes_retransmitted = x.bytes_retransmitted;
-    o.retrans_timeout = x.retrans_timeout;
-    o.retrans_fast = x.retrans_fast;
-    o.retrans_sack = x.retrans_sack;
-    o.fast_recoveries = x.fast_recoveries;
-    o.dupacks = x.dupacks;
-    o.ooo_segments = x.ooo_segments;
-    o.zero_window_events = x.zero_window_events;
-    o.keepalive_probes = x.keepalive_probes;
-    o.fast_path = x.fast_path;
-    o.drops = x.drop_not_acceptable + x.drop_paws + x.drop_bad_ack + x.drop_rst_invalid + x.drop_no_room +
-              x.drop_no_ack + x.drop_after_close;
-    o.drop_out_of_window = x.drop_not_acceptable;
-    o.drop_paws = x.drop_paws;
-    o.drop_no_room = x.drop_no_room;
-    o.dsacks_sent = x.dsacks_sent;
-    o.retrans_rescue = x.retrans_rescue;
-    o.rx_queued = uint32_t(s->rxq_bytes);
-    return o;
-}
-
-void EngineImpl::conn_set_user(uint32_t index, uint32_t gen, void* p) {
-    if (ConnState* s = state_of(index, gen)) s->user = p;
-}
-
-void* EngineImpl::conn_user(uint32_t index, uint32_t gen) const {
-    const ConnState* s = state_of(index, gen);
-    return s ? s->user : nullptr;
-}
 
 EngineStats EngineImpl::stats() const {
     EngineStats o = st_;
@@ -1091,8 +891,9 @@ Engine::~Engine() = default;
 
 ListenStatus Engine::listen(uint16_t port, Handler& h) { return impl_->listen(port, h); }
 void Engine::unlisten(uint16_t port) { impl_->unlisten(port); }
-ConnectStatus Engine::connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts) {
-    return impl_->connect(remote, h, out, opts);
+ConnectStatus Engine::connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts,
+                              uint16_t local_port) {
+    return impl_->connect(remote, h, out, opts, local_port);
 }
 TimerId Engine::add_timer(Duration after, std::function<void()> fn) { return impl_->add_timer(after, std::move(fn)); }
 bool Engine::cancel_timer(TimerId id) { return impl_->cancel_timer(id); }
@@ -1112,24 +913,6 @@ std::pair<uint16_t, uint16_t> Engine::client_ports() const { return impl_->clien
 EngineStats Engine::stats() const { return impl_->stats(); }
 size_t Engine::connection_count() const { return impl_->connection_count(); }
 
-bool Conn::valid() const { return e_ && e_->conn_valid(index_, gen_); }
-SendStatus Conn::send(std::span<Slice> iov) { return e_ ? e_->conn_send(index_, gen_, iov) : SendStatus::Closed; }
-SendStatus Conn::send_copy(std::span<const std::byte> b) {
-    return e_ ? e_->conn_send_copy(index_, gen_, b) : SendStatus::Closed;
-}
-size_t Conn::write(const void* buf, size_t len) { return e_ ? e_->conn_write(index_, gen_, buf, len) : 0; }
-size_t Conn::read(void* buf, size_t len) { return e_ ? e_->conn_read(index_, gen_, buf, len) : 0; }
-size_t Conn::readable() const { return e_ ? e_->conn_readable(index_, gen_) : 0; }
-size_t Conn::send_space() const { return e_ ? e_->conn_send_space(index_, gen_) : 0; }
-void Conn::shutdown() { if (e_) e_->conn_shutdown(index_, gen_); }
-void Conn::close() { if (e_) e_->conn_close(index_, gen_); }
-void Conn::abort() { if (e_) e_->conn_abort(index_, gen_); }
-Endpoint Conn::local() const { return e_ ? e_->conn_local(index_, gen_) : Endpoint{}; }
-Endpoint Conn::remote() const { return e_ ? e_->conn_remote(index_, gen_) : Endpoint{}; }
-ConnStats Conn::stats() const { return e_ ? e_->conn_stats(index_, gen_) : ConnStats{"CLOSED"}; }
-void Conn::set_user(void* p) { if (e_) e_->conn_set_user(index_, gen_, p); }
-void* Conn::user() const { return e_ ? e_->conn_user(index_, gen_) : nullptr; }
-Engine* Conn::engine() const { return e_ ? e_->owner() : nullptr; }
 
 std::pair<uint16_t, uint16_t> client_port_subrange(unsigned index, unsigned count) {
     const uint32_t total = uint32_t(kClientPortHi) - kClientPortLo + 1;

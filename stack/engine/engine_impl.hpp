@@ -78,7 +78,7 @@ public:
     // --- Engine API ---
     ListenStatus listen(uint16_t port, Handler& h);
     void unlisten(uint16_t port);
-    ConnectStatus connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts);
+    ConnectStatus connect(Endpoint remote, Handler& h, Conn* out, const ConnOptions* opts, uint16_t local_port);
     TimerId add_timer(Duration after, std::function<void()> fn);
     bool cancel_timer(TimerId id) { return wheel_.cancel(id); }
     bool add_fd(int fd, uint32_t events, std::function<void(uint32_t)> fn);
@@ -103,6 +103,7 @@ public:
     SendStatus conn_send_copy(uint32_t index, uint32_t gen, std::span<const std::byte> bytes);
     size_t conn_write(uint32_t index, uint32_t gen, const void* buf, size_t len);
     size_t conn_read(uint32_t index, uint32_t gen, void* buf, size_t len);
+    size_t conn_read_slices(uint32_t index, uint32_t gen, std::vector<Slice>& out, size_t max);
     size_t conn_readable(uint32_t index, uint32_t gen) const;
     size_t conn_send_space(uint32_t index, uint32_t gen) const;
     void conn_shutdown(uint32_t index, uint32_t gen);
