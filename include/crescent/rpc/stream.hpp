@@ -1,0 +1,177 @@
+// crescent — byte streams over either transport, one API (rpc/stream*.cpp).
+//
+// A Stream is a connected byte stream served from an engine's loop: either a
+// crescent connection (user-space TCP, zero-copy both ways) or a kernel TCP
+// socket in the engine's epoll set (Engine::add_fd), read with readv() into
+// zbuf objs from the arena and written with writev() from the same iovecs.
+// Everything above it — the RPC framing, crescent-kv's RESP — is written once
+// and runs on both, so a comparison between them is like for like.
+//
+// Threads: a Stream, its handler and its acceptor belong to one engine and are
+// used on that engine's thread only.
+//
+// Ownership: the library owns Stream objects. A Stream& passed to a callback
+// stays valid until on_closed() has returned; keep a StreamRef (below) to find
+// out later whether it is still there (deferred replies).
+//
+// Sending: send() takes the slices (moved out of the span; the entries are
+// left empty) and never refuses while the stream is open: what the transport
+// cannot take at once waits, in order, in the stream's backlog
+// (backlog_bytes()) and leaves as send space returns. The bytes are read in
+// place until the transport is done with them (crescent: until the peer ACKs
+// them; kernel: until writev() has copied them), so they must not be written
+// through another reference meanwhile. Callers bound the backlog themselves
+// (e.g. stop reading requests while it is above a limit: pause_reading()).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <crescent/engine.hpp>
+#include <crescent/zbuf.hpp>
+
+namespace crescent::rpc {
+
+enum class Transport : uint8_t {
+    Crescent,  // user-space TCP on the engine's queue
+    Kernel,    // a kernel TCP socket in the engine's epoll set
+};
+std::string_view transport_name(Transport t);          // "crescent", "kernel"
+bool parse_transport(std::string_view s, Transport* out);
+
+class Stream;
+
+// What the user of a stream implements; every callback runs on the engine's
+// thread. The handler must outlive its streams.
+class StreamHandler {
+public:
+    virtual ~StreamHandler() = default;
+    // Connected (active open) or accepted (passive open).
+    virtual void on_open(Stream& s) { (void)s; }
+    // In-order received bytes as zbuf slices: crescent, the NIC's buffers
+    // (zero-copy); kernel, arena objs filled by readv(). The stream owns the
+    // slices only for the call: move them out to keep them.
+    virtual void on_data(Stream& s, std::span<Slice> data) = 0;
+    // The send backlog became empty (everything handed to the transport).
+    virtual void on_drained(Stream& s) { (void)s; }
+    // The peer will send no more (FIN / EOF); we may still send.
+    virtual void on_peer_closed(Stream& s) { (void)s; }
+    // The stream is over (`why` names the cause: "closed", "reset by peer",
+    // "connect timeout", "refused", "EPIPE", ...). `s` dies when this returns.
+    virtual void on_closed(Stream& s, std::string_view why) { (void)s; (void)why; }
+};
+
+struct StreamStats {
+    uint64_t bytes_in = 0, bytes_out = 0;
+    uint64_t reads = 0;              // on_data deliveries
+    uint64_t writes = 0;             // transport sends (Conn::send / writev calls)
+    uint64_t backlog_peak = 0;       // most bytes ever waiting in the backlog
+};
+
+class Stream {
+public:
+    virtual ~Stream() = default;
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+
+    // Zero-copy, in order; see the header comment. false once closed.
+    virtual bool send(std::span<Slice> iov) = 0;
+    bool send(Slice&& s) { return send(std::span<Slice>(&s, 1)); }
+    // Copies into arena objs, then send(). false when closed or out of memory.
+    bool send_copy(std::span<const std::byte> bytes);
+    bool send_copy(std::string_view s) { return send_copy(std::as_bytes(std::span(s.data(), s.size()))); }
+    virtual size_t backlog_bytes() const = 0;
+
+    // Backpressure: while paused no on_data() is delivered and received bytes
+    // stay with the transport (crescent batch mode and kernel: the receive
+    // window closes; crescent inline mode: the stream holds them, the window
+    // does not close).
+    virtual void pause_reading(bool paused) = 0;
+    bool reading_paused() const { return paused_; }
+
+    // Graceful close: the backlog drains, then FIN; on_closed() follows.
+    virtual void close() = 0;
+    // Now: RST (crescent) / SO_LINGER 0 close (kernel); on_closed() follows.
+    virtual void abort() = 0;
+    bool is_open() const { return open_; }
+
+    virtual Endpoint local() const = 0;
+    virtual Endpoint remote() const = 0;
+    Transport transport() const { return transport_; }
+    Engine& engine() const { return *engine_; }
+    const StreamStats& stats() const { return stats_; }
+    // A number unique among this engine's streams for the process lifetime.
+    uint64_t id() const { return id_; }
+
+    void set_user(void* p) { user_ = p; }
+    void* user() const { return user_; }
+    StreamHandler& handler() const { return *handler_; }
+    void set_handler(StreamHandler& h) { handler_ = &h; }
+
+protected:
+    Stream(Engine& e, Transport t, StreamHandler& h);
+    Engine* engine_;
+    StreamHandler* handler_;
+    Transport transport_;
+    bool open_ = false;
+    bool paused_ = false;
+    uint64_t id_;
+    void* user_ = nullptr;
+    StreamStats stats_;
+};
+
+// A weak reference: valid() tells whether the stream still exists (it checks
+// the engine's live-stream table by id). Cheap to copy; engine thread only.
+class StreamRef {
+public:
+    StreamRef() = default;
+    explicit StreamRef(Stream& s);
+    Stream* get() const;          // nullptr once the stream is gone
+    bool valid() const { return get() != nullptr; }
+private:
+    Engine* engine_ = nullptr;
+    uint64_t id_ = 0;
+};
+
+struct StreamOptions {
+    ConnOptions conn;                // crescent: TCP options (snd_buf, rcv_buf, cc, ...)
+    uint32_t kernel_rcvbuf = 0;      // kernel: SO_RCVBUF (0 = system default)
+    uint32_t kernel_sndbuf = 0;      // kernel: SO_SNDBUF
+    uint32_t read_chunk = 16384;     // kernel: bytes per readv() buffer (an arena size class)
+    bool kernel_nodelay = true;      // kernel: TCP_NODELAY
+    uint16_t local_port = 0;         // active open: a specific local port (0 = any of the engine's)
+    Duration connect_timeout = std::chrono::seconds(3);  // kernel active open (crescent: its SYN retries)
+    Duration close_linger = std::chrono::seconds(5);     // kernel close(): wait this long for the peer's FIN
+};
+
+// Accepts streams on a port of one engine, over one transport. Destroying it
+// stops accepting; established streams go on.
+class Acceptor {
+public:
+    virtual ~Acceptor() = default;
+    virtual Transport transport() const = 0;
+    virtual uint16_t port() const = 0;
+    virtual uint64_t accepted() const = 0;
+};
+
+// Listen on `port`: Crescent through the engine (the port must be in the
+// runtime's listen_ports to be steered to it); Kernel on a non-blocking
+// SO_REUSEADDR socket bound to `bind_ip` (0 = any) in the engine's epoll set.
+// `h` handles every accepted stream. nullptr + *err on failure.
+std::unique_ptr<Acceptor> listen(Engine& e, Transport t, uint16_t port, StreamHandler& h,
+                                 const StreamOptions& o, std::string* err, Ipv4 bind_ip = {});
+
+// Active open; on_open() or on_closed(why) follows. nullptr + *err when it
+// cannot even start (no route, no port, socket() failed).
+Stream* connect(Engine& e, Transport t, Endpoint remote, StreamHandler& h, const StreamOptions& o,
+                std::string* err);
+
+// Streams alive on this engine (all transports).
+size_t live_streams(Engine& e);
+
+} // namespace crescent::rpc

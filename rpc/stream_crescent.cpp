@@ -1,0 +1,280 @@
+// crescent — Stream over a crescent connection (user-space TCP, zero-copy).
+//
+// One stateless engine Handler (Glue) serves every crescent stream of the
+// process: the connection's user pointer is its CrescentStream. Listening
+// ports are looked up in a per-thread table when a passive connection opens,
+// so an Acceptor can go away while its streams live on.
+//
+// Receive: inline mode delivers the engine's slices as they come; batch mode
+// moves them out of the connection's queue with Conn::read_slices() (still
+// zero-copy). Paused reading holds slices in the stream (inline) or leaves
+// them in the connection, whose window then closes (batch).
+//
+// Send: Conn::send() is all or nothing and bounded by the send buffer; the
+// stream hands over whatever fits and keeps the rest, in order, until
+// on_writable().
+#include <algorithm>
+#include <deque>
+#include <map>
+
+#include <fmt/format.h>
+
+#include <crescent/log.hpp>
+#include <crescent/rpc/stream.hpp>
+
+#include "rpc/stream_impl.hpp"
+
+namespace crescent::rpc::detail {
+namespace {
+
+class CrescentStream;
+
+struct Listening {
+    StreamHandler* handler;
+    StreamOptions opts;
+};
+// (engine, port) -> what to do with a passive open. Engine thread only.
+std::map<std::pair<Engine*, uint16_t>, Listening>& listening() {
+    thread_local std::map<std::pair<Engine*, uint16_t>, Listening> m;
+    return m;
+}
+
+class Glue final : public Handler {
+public:
+    void on_connected(Conn c) override;
+    void on_data(Conn c, std::span<Slice> data) override;
+    void on_readable(Conn c) override;
+    void on_writable(Conn c) override;
+    void on_peer_closed(Conn c) override;
+    void on_closed(Conn c, CloseReason why) override;
+};
+Glue g_glue;  // stateless: shared by every engine and thread
+
+class CrescentStream final : public Stream {
+public:
+    CrescentStream(Engine& e, StreamHandler& h, Conn c, bool connected) : Stream(e, Transport::Crescent, h), c_(c) {
+        open_ = true;  // usable from the start: sends before the handshake wait in the backlog
+        connected_ = connected;
+        c_.set_user(this);
+    }
+
+    bool send(std::span<Slice> iov) override {
+        if (!open_ || closing_) return false;
+        if (backlog_.empty() && connected_) {
+            size_t n = 0;
+            for (const Slice& s : iov) n += s.size();
+            if (n == 0) return true;
+            if (c_.send(iov) == SendStatus::Ok) {
+                ++stats_.writes;
+                stats_.bytes_out += n;
+                return true;
+            }
+        }
+        backlog_.push(iov);
+        stats_.backlog_peak = std::max<uint64_t>(stats_.backlog_peak, backlog_.bytes());
+        if (connected_) flush();
+        return true;
+    }
+    size_t backlog_bytes() const override { return backlog_.bytes(); }
+
+    void pause_reading(bool paused) override {
+        if (paused_ == paused) return;
+        paused_ = paused;
+        if (!paused && (!held_.empty() || c_.readable() != 0) && !resume_armed_) {
+            // Deliver from the loop, not from inside the caller's callback.
+            resume_armed_ = true;
+            StreamRef ref(*this);
+            engine_->add_timer(Duration(0), [ref] {
+                if (auto* s = static_cast<CrescentStream*>(ref.get())) s->resume();
+            });
+        }
+    }
+
+    void close() override {
+        if (!open_ || closing_) return;
+        closing_ = true;
+        if (backlog_.empty()) c_.close();
+    }
+    void abort() override {
+        if (!open_) return;
+        closing_ = true;
+        backlog_.clear();
+        c_.abort();
+    }
+    Endpoint local() const override { return c_.local(); }
+    Endpoint remote() const override { return c_.remote(); }
+
+    // --- from the Glue ---
+    void connected() {
+        connected_ = true;
+        handler_->on_open(*this);
+        if (!backlog_.empty()) flush();
+    }
+    void data(std::span<Slice> d) {
+        if (paused_ || !held_.empty()) {
+            for (Slice& s : d)
+                if (!s.empty()) held_.push_back(std::move(s));
+            return;
+        }
+        deliver(d);
+    }
+    void readable() {
+        if (paused_) return;  // stays in the connection: its window closes
+        rx_.clear();
+        c_.read_slices(rx_);
+        if (!rx_.empty()) deliver(std::span<Slice>(rx_));
+        rx_.clear();
+    }
+    void writable() { flush(); }
+    void peer_closed() { handler_->on_peer_closed(*this); }
+    void closed(CloseReason why) {
+        open_ = false;
+        backlog_.clear();
+        held_.clear();
+        c_.set_user(nullptr);
+        handler_->on_closed(*this, close_reason_name(why));
+        unregister_stream(id_);
+        delete this;
+    }
+
+private:
+    void deliver(std::span<Slice> d) {
+        ++stats_.reads;
+        for (const Slice& s : d) stats_.bytes_in += s.size();
+        handler_->on_data(*this, d);
+    }
+    void resume() {
+        resume_armed_ = false;
+        if (paused_ || !open_) return;
+        while (!held_.empty() && !paused_ && open_) {
+            std::vector<Slice> batch(std::make_move_iterator(held_.begin()), std::make_move_iterator(held_.end()));
+            held_.clear();
+            deliver(std::span<Slice>(batch));
+        }
+        if (!paused_ && open_ && c_.readable() != 0) readable();
+    }
+    // Hand over what the send buffer takes now; on_writable() brings the rest.
+    void flush() {
+        const bool had = !backlog_.empty();
+        while (!backlog_.empty()) {
+            std::span<Slice> p = backlog_.pending();
+            size_t space = c_.send_space();
+            size_t k = 0, n = 0;
+            while (k < p.size() && n + p[k].size() <= space) n += p[k++].size();
+            if (k > 0) {
+                if (c_.send(p.first(k)) != SendStatus::Ok) break;
+                ++stats_.writes;
+                stats_.bytes_out += n;
+                backlog_.consume(n);
+                continue;
+            }
+            if (space > 0) {  // the front slice is larger than the space: send its head
+                if (c_.send(p[0].sub(0, space)) != SendStatus::Ok) break;
+                ++stats_.writes;
+                stats_.bytes_out += space;
+                backlog_.consume(space);
+                continue;
+            }
+            c_.send(p.first(1));  // WouldBlock: arms on_writable()
+            break;
+        }
+        if (had && backlog_.empty()) {
+            if (closing_) {
+                c_.close();
+                return;
+            }
+            handler_->on_drained(*this);
+        }
+    }
+
+    Conn c_;
+    bool connected_ = false;
+    bool closing_ = false;
+    bool resume_armed_ = false;
+    Backlog backlog_;
+    std::deque<Slice> held_;  // inline mode, paused: received, not yet delivered
+    std::vector<Slice> rx_;   // batch mode scratch
+};
+
+CrescentStream* stream_of(Conn c) { return static_cast<CrescentStream*>(c.user()); }
+
+void Glue::on_connected(Conn c) {
+    if (auto* s = stream_of(c)) {  // active open
+        s->connected();
+        return;
+    }
+    Engine* e = c.engine();
+    auto it = listening().find({e, c.local().port});
+    if (it == listening().end()) {  // the acceptor is gone
+        c.abort();
+        return;
+    }
+    auto* s = new CrescentStream(*e, *it->second.handler, c, true);
+    s->connected();
+}
+void Glue::on_data(Conn c, std::span<Slice> data) {
+    if (auto* s = stream_of(c)) s->data(data);
+}
+void Glue::on_readable(Conn c) {
+    if (auto* s = stream_of(c)) s->readable();
+}
+void Glue::on_writable(Conn c) {
+    if (auto* s = stream_of(c)) s->writable();
+}
+void Glue::on_peer_closed(Conn c) {
+    if (auto* s = stream_of(c)) s->peer_closed();
+}
+void Glue::on_closed(Conn c, CloseReason why) {
+    if (auto* s = stream_of(c)) s->closed(why);
+}
+
+class CrescentAcceptor final : public Acceptor {
+public:
+    CrescentAcceptor(Engine& e, uint16_t port) : e_(e), port_(port) {}
+    ~CrescentAcceptor() override {
+        e_.unlisten(port_);
+        listening().erase({&e_, port_});
+    }
+    Transport transport() const override { return Transport::Crescent; }
+    uint16_t port() const override { return port_; }
+    uint64_t accepted() const override { return e_.stats().tcp_accepted; }
+
+private:
+    Engine& e_;
+    uint16_t port_;
+};
+
+} // namespace
+
+std::unique_ptr<Acceptor> listen_crescent(Engine& e, uint16_t port, StreamHandler& h, const StreamOptions& o,
+                                          std::string* err) {
+    switch (e.listen(port, g_glue)) {
+    case ListenStatus::Ok: break;
+    case ListenStatus::AddressInUse:
+        if (err) *err = "crescent port " + std::to_string(port) + " is already listening on engine " +
+                        std::to_string(e.index());
+        return nullptr;
+    case ListenStatus::InvalidArgument:
+        if (err) *err = "crescent port " + std::to_string(port) + " is not a valid listening port";
+        return nullptr;
+    }
+    listening()[{&e, port}] = Listening{&h, o};
+    return std::make_unique<CrescentAcceptor>(e, port);
+}
+
+Stream* connect_crescent(Engine& e, Endpoint remote, StreamHandler& h, const StreamOptions& o, std::string* err) {
+    Conn c;
+    ConnectStatus st = e.connect(remote, g_glue, &c, &o.conn, o.local_port);
+    const char* why = nullptr;
+    switch (st) {
+    case ConnectStatus::Ok: return new CrescentStream(e, h, c, false);
+    case ConnectStatus::NoPort: why = "no free client port on this engine"; break;
+    case ConnectStatus::NoRoute: why = "no route to the server"; break;
+    case ConnectStatus::TooManyConnections: why = "too many connections"; break;
+    case ConnectStatus::InvalidArgument: why = "invalid address, port or local port"; break;
+    }
+    if (err) *err = fmt::format("crescent connect to {}:{}: {}", remote.ip.to_string(), remote.port, why);
+    return nullptr;
+}
+
+} // namespace crescent::rpc::detail
