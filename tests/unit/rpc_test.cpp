@@ -1,0 +1,478 @@
+// crescent — the RPC server and channel end to end, two engines in one
+// process (crescent over DPDK's net_ring, optionally impaired; the kernel
+// transport over loopback in the same loops): zero-copy echo at depth,
+// deferred and dropped calls, unknown methods, deadlines and late replies,
+// queue bounds, a server killed and restarted (in-flight calls fail with the
+// cause, the channel reconnects), fail-over to the alternate address, the
+// full mesh's port spread, policies at run time, malformed input.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <crescent/rpc/channel.hpp>
+#include <crescent/rpc/server.hpp>
+
+#include "rpc/framing.hpp"
+#include "tests/support/ring_bed.hpp"
+#include "tests/support/zbuf_leak.hpp"
+
+using namespace crescent;
+using namespace std::chrono_literals;
+using crescent::test::RingBed;
+using crescent::test::RingBedOptions;
+
+namespace {
+
+constexpr uint32_t kEcho = 1, kDefer = 2, kDrop = 3, kNever = 4, kPeerPort = 5;
+
+std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+std::string str_of(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
+
+uint8_t pattern(uint64_t call, uint64_t off) { return uint8_t((call * 131 + off * 7) >> 1); }
+
+std::vector<Slice> make_data(uint64_t call, size_t n) {
+    std::vector<Slice> v;
+    for (size_t off = 0; off < n;) {
+        size_t k = std::min<size_t>(n - off, 16384);
+        Slice s = zbuf::Arena::current()->alloc_slice(k);
+        REQUIRE(s);
+        for (size_t i = 0; i < k; ++i) s.data()[i] = std::byte(pattern(call, off + i));
+        v.push_back(std::move(s));
+        off += k;
+    }
+    return v;
+}
+
+bool check_data(uint64_t call, std::span<Slice> d, size_t n) {
+    size_t off = 0;
+    for (const Slice& s : d)
+        for (size_t i = 0; i < s.size(); ++i, ++off)
+            if (uint8_t(s.data()[i]) != pattern(call, off)) return false;
+    return off == n;
+}
+
+// The test service: echo (zero-copy: the request's slices go back), deferred
+// replies from a timer, dropped calls, calls never answered, the peer's port.
+struct Service {
+    rpc::Server srv;
+    std::vector<rpc::Call> held;  // kNever
+    uint64_t deferred_done = 0;
+    std::set<uint16_t> peer_ports;
+    Service(Engine& e, rpc::ServerOptions o = {}) : srv(e, o) {
+        REQUIRE(srv.register_method(kEcho, "echo", [](rpc::Call& c) {
+            std::vector<std::byte> meta(c.meta().begin(), c.meta().end());
+            c.reply(meta, c.data());
+        }));
+        REQUIRE_FALSE(srv.register_method(kEcho, "again", [](rpc::Call&) {}));
+        REQUIRE(srv.register_method(kDefer, "defer", [this, &e](rpc::Call& c) {
+            // Reply later, in reverse order of arrival within a few ms.
+            auto call = std::make_shared<rpc::Call>(std::move(c));
+            Duration after = std::chrono::microseconds(100 + (call->id() * 37) % 3000);
+            e.add_timer(after, [this, call] {
+                std::string m = "deferred:" + str_of(call->meta());
+                call->reply(bytes_of(m), call->data());
+                ++deferred_done;
+            });
+        }));
+        REQUIRE(srv.register_method(kDrop, "drop", [](rpc::Call&) {}));
+        REQUIRE(srv.register_method(kNever, "never", [this](rpc::Call& c) { held.push_back(std::move(c)); }));
+        REQUIRE(srv.register_method(kPeerPort, "peer-port", [this](rpc::Call& c) {
+            peer_ports.insert(c.peer().port);
+            c.reply();
+        }));
+    }
+};
+
+struct Tally {
+    uint64_t ok = 0, bad = 0, done = 0;
+    std::map<rpc::Status, uint64_t> by_status;
+    std::string last_error;
+};
+
+void echo_load(RingBed& bed, rpc::Transport t, uint16_t port, unsigned calls, unsigned depth, size_t max_size,
+               bool defer) {
+    Service svc(bed.b());
+    std::string err;
+    REQUIRE(svc.srv.listen(t, port, &err, t == rpc::Transport::Kernel ? Ipv4{0x7f000001} : Ipv4{}));
+    rpc::ChannelOptions o;
+    o.server = {t == rpc::Transport::Crescent ? bed.ip_b : Ipv4{0x7f000001}, port};
+    o.transport = t;
+    o.depth = depth;
+    o.conns_per_engine = 2;
+    o.deadline = 20s;
+    rpc::Channel ch(bed.a(), o);
+    // Both connections up first (on an impaired wire a SYN may wait for its RTO).
+    REQUIRE(bed.run_until([&] { return ch.connected() == 2; }, 10s));
+    Tally tl;
+    std::mt19937_64 rng(port);
+    unsigned issued = 0;
+    auto issue = [&] {
+        while (issued < calls && ch.outstanding() < depth * 2) {
+            uint64_t id = issued++;
+            size_t n = rng() % 8 == 0 ? rng() % max_size : rng() % 2048;
+            std::string meta = "m" + std::to_string(id);
+            auto data = make_data(id, n);
+            rpc::Status st = ch.call(defer ? kDefer : kEcho, bytes_of(meta), data, [&, id, n, meta](rpc::Reply& r) {
+                ++tl.done;
+                ++tl.by_status[r.status];
+                std::string want = defer ? "deferred:" + meta : meta;
+                if (r.status == rpc::Status::Ok && str_of(r.meta) == want && check_data(id, r.data, n)) ++tl.ok;
+                else ++tl.bad, tl.last_error = std::string(r.error);
+            });
+            REQUIRE(st == rpc::Status::Ok);
+        }
+    };
+    REQUIRE(bed.run_until([&] {
+        issue();
+        return tl.done == calls;
+    }, 60s));
+    INFO(tl.last_error);
+    CHECK(tl.ok == calls);
+    CHECK(tl.bad == 0);
+    CHECK(ch.stats().calls == calls);
+    CHECK(ch.stats().ok == calls);
+    CHECK(ch.stats().late_replies == 0);
+    CHECK(ch.connected() == 2);
+    const rpc::ServerStats& s = svc.srv.stats();
+    CHECK(s.requests == calls);
+    CHECK(s.replies == calls);
+    CHECK(s.connections_accepted == 2);
+    for (const auto& m : svc.srv.method_stats())
+        if (m.method == (defer ? kDefer : kEcho)) {
+            CHECK(m.calls == calls);
+            CHECK(m.ok == calls);
+            CHECK(m.latency.count() == calls);
+        }
+    for (const auto& m : ch.method_stats()) {
+        CHECK(m.calls == calls);
+        CHECK(m.latency.count() == calls);
+    }
+    if (defer) CHECK(svc.deferred_done == calls);
+    ch.close();
+    bed.run_for(30ms);
+}
+
+} // namespace
+
+TEST_CASE("rpc: zero-copy echo over crescent at depth 16, inline", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(11);
+    echo_load(bed, rpc::Transport::Crescent, 7100, 3000, 16, 300000, false);
+}
+
+TEST_CASE("rpc: echo over crescent, batch dispatch on both sides, impaired wire", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBedOptions o;
+    o.mode_a = o.mode_b = DispatchMode::Batch;
+    o.impair = "loss=1,dup=1,reorder=10,seed=11";
+    RingBed bed(12, o);
+    echo_load(bed, rpc::Transport::Crescent, 7100, 1000, 8, 200000, false);
+}
+
+TEST_CASE("rpc: deferred replies out of order, crescent and kernel transports", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(13);
+    echo_load(bed, rpc::Transport::Crescent, 7100, 1000, 32, 100000, true);
+    echo_load(bed, rpc::Transport::Kernel, 31013, 1000, 32, 100000, true);
+}
+
+TEST_CASE("rpc: zero-copy echo over the kernel transport", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(14);
+    echo_load(bed, rpc::Transport::Kernel, 31014, 3000, 16, 300000, false);
+}
+
+TEST_CASE("rpc: unknown methods, dropped calls, deadlines, late replies, queue bounds", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(15);
+    Service svc(bed.b());
+    std::string err;
+    REQUIRE(svc.srv.listen(rpc::Transport::Crescent, 7100, &err));
+    rpc::ChannelOptions o;
+    o.server = {bed.ip_b, 7100};
+    o.depth = 2;
+    o.queue_max = 3;
+    rpc::Channel ch(bed.a(), o);
+    REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 5s));
+
+    Tally tl;
+    auto record = [&](rpc::Reply& r) {
+        ++tl.done;
+        ++tl.by_status[r.status];
+        tl.last_error = std::string(r.error);
+    };
+    REQUIRE(ch.call(99, {}, {}, record) == rpc::Status::Ok);
+    REQUIRE(bed.run_until([&] { return tl.done == 1; }, 5s));
+    CHECK(tl.by_status[rpc::Status::UnknownMethod] == 1);
+    CHECK(tl.last_error == "no method 99");
+    CHECK(svc.srv.stats().unknown_method == 1);
+
+    REQUIRE(ch.call(kDrop, {}, {}, record) == rpc::Status::Ok);
+    REQUIRE(bed.run_until([&] { return tl.done == 2; }, 5s));
+    CHECK(tl.by_status[rpc::Status::Internal] == 1);
+    CHECK(tl.last_error == "handler dropped the call");
+    CHECK(svc.srv.stats().handler_dropped == 1);
+
+    // Two calls the server never answers fill the connection's depth; three
+    // more wait in the channel; the sixth is refused at once.
+    for (int i = 0; i < 5; ++i) REQUIRE(ch.call(kNever, {}, {}, record, 50ms) == rpc::Status::Ok);
+    CHECK(ch.queued() == 3);
+    std::vector<Slice> keep = make_data(1, 100);
+    CHECK(ch.call(kNever, {}, keep, record) == rpc::Status::QueueFull);
+    CHECK(keep.size() == 1);
+    CHECK(keep[0].size() == 100);  // refused calls leave the data with the caller
+    CHECK(ch.stats().refused_queue_full == 1);
+    REQUIRE(bed.run_until([&] { return tl.done == 7; }, 5s));
+    CHECK(tl.by_status[rpc::Status::DeadlineExceeded] == 5);
+    // The server now answers what it holds: late replies, dropped and counted.
+    REQUIRE(svc.held.size() >= 2);
+    for (auto& c : svc.held) c.reply();
+    svc.held.clear();
+    bed.run_for(20ms);
+    CHECK(ch.stats().late_replies >= 2);
+    CHECK(tl.done == 7);
+    ch.close();
+    bed.run_for(20ms);
+}
+
+TEST_CASE("rpc: a server killed and restarted — in-flight calls fail with the cause, the channel reconnects",
+          "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(16);
+    auto svc = std::make_unique<Service>(bed.b());
+    std::string err;
+    REQUIRE(svc->srv.listen(rpc::Transport::Crescent, 7100, &err));
+    rpc::ChannelOptions o;
+    o.server = {bed.ip_b, 7100};
+    o.reconnect_min = 5ms;
+    o.reconnect_max = 50ms;
+    o.deadline = 10s;
+    rpc::Channel ch(bed.a(), o);
+    REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 5s));
+    Tally tl;
+    auto record = [&](rpc::Reply& r) {
+        ++tl.done;
+        ++tl.by_status[r.status];
+        tl.last_error = std::string(r.error);
+    };
+    for (int i = 0; i < 4; ++i) REQUIRE(ch.call(kNever, {}, {}, record) == rpc::Status::Ok);
+    REQUIRE(bed.run_until([&] { return svc->held.size() == 4; }, 5s));
+    // Kill: the server's engine resets its connections and goes away.
+    svc->held.clear();
+    svc.reset();
+    bed.stop_b();
+    REQUIRE(bed.run_until([&] { return tl.done == 4; }, 5s));
+    CHECK(tl.by_status[rpc::Status::ConnectionLost] == 4);
+    INFO(tl.last_error);
+    CHECK(tl.last_error.find("connection to 10.9.16.2:7100 lost") != std::string::npos);
+    CHECK(ch.stats().disconnects == 1);
+    // While it is down, calls wait (and reconnects fail: nothing answers).
+    Tally t2;
+    for (int i = 0; i < 3; ++i)
+        REQUIRE(ch.call(kEcho, bytes_of("x"), {}, [&](rpc::Reply& r) {
+            ++t2.done;
+            ++t2.by_status[r.status];
+        }) == rpc::Status::Ok);
+    bed.run_for(100ms);
+    CHECK(t2.done == 0);
+    CHECK(ch.queued() == 3);
+    // Restart: a new engine and server at the same address.
+    bed.start_b();
+    svc = std::make_unique<Service>(bed.b());
+    REQUIRE(svc->srv.listen(rpc::Transport::Crescent, 7100, &err));
+    REQUIRE(bed.run_until([&] { return t2.done == 3; }, 10s));
+    CHECK(t2.by_status[rpc::Status::Ok] == 3);
+    CHECK(ch.stats().connects == 2);
+    ch.close();
+    bed.run_for(20ms);
+}
+
+TEST_CASE("rpc: fail-over to the alternate address after failed connects; Unavailable without a server", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(17);
+    Service svc(bed.b());
+    std::string err;
+    REQUIRE(svc.srv.listen(rpc::Transport::Crescent, 7101, &err));
+    rpc::ChannelOptions o;
+    o.server = {bed.ip_b, 7100};  // nobody listens: refused
+    o.alternate = Endpoint{bed.ip_b, 7101};
+    o.failover_after = 2;
+    o.reconnect_min = 1ms;
+    o.reconnect_max = 5ms;
+    rpc::Channel ch(bed.a(), o);
+    Tally tl;
+    REQUIRE(ch.call(kEcho, bytes_of("hi"), {}, [&](rpc::Reply& r) {
+        ++tl.done;
+        ++tl.by_status[r.status];
+    }) == rpc::Status::Ok);
+    REQUIRE(bed.run_until([&] { return tl.done == 1; }, 5s));
+    CHECK(tl.by_status[rpc::Status::Ok] == 1);
+    CHECK(ch.stats().failovers == 1);
+    CHECK(ch.stats().connect_failures >= 2);
+    CHECK(ch.current_server().port == 7101);
+
+    // No server at all: the call's deadline reports Unavailable with the cause.
+    rpc::ChannelOptions o2;
+    o2.server = {bed.ip_b, 7200};
+    o2.reconnect_min = 1ms;
+    rpc::Channel none(bed.a(), o2);
+    Tally t2;
+    REQUIRE(none.call(kEcho, {}, {}, [&](rpc::Reply& r) {
+        ++t2.done;
+        ++t2.by_status[r.status];
+        t2.last_error = std::string(r.error);
+    }, 30ms) == rpc::Status::Ok);
+    REQUIRE(bed.run_until([&] { return t2.done == 1; }, 5s));
+    CHECK(t2.by_status[rpc::Status::Unavailable] == 1);
+    INFO(t2.last_error);
+    CHECK(t2.last_error.find("no connection to 10.9.17.2:7200") != std::string::npos);
+    CHECK(t2.last_error.find("refused") != std::string::npos);
+    ch.close();
+    none.close();
+    bed.run_for(20ms);
+}
+
+TEST_CASE("rpc: the full mesh takes local ports that the server's steering spreads over its engines", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(18);
+    Service svc(bed.b());
+    std::string err;
+    REQUIRE(svc.srv.listen(rpc::Transport::Crescent, 7100, &err));
+    rpc::ChannelOptions o;
+    o.server = {bed.ip_b, 7100};
+    o.server_engines = 4;
+    o.lb = rpc::LoadBalance::RoundRobin;
+    rpc::Channel ch(bed.a(), o);
+    REQUIRE(ch.connections() == 4);
+    REQUIRE(bed.run_until([&] { return ch.connected() == 4; }, 5s));
+    unsigned done = 0;
+    for (int i = 0; i < 8; ++i) REQUIRE(ch.call(kPeerPort, {}, {}, [&](rpc::Reply&) { ++done; }) == rpc::Status::Ok);
+    REQUIRE(bed.run_until([&] { return done == 8; }, 5s));
+    std::set<unsigned> low;
+    for (uint16_t p : svc.peer_ports) low.insert(p & 3);
+    CHECK(svc.peer_ports.size() == 4);
+    CHECK(low == std::set<unsigned>{0, 1, 2, 3});
+    ch.close();
+    bed.run_for(20ms);
+}
+
+TEST_CASE("rpc: policies — ACL at connection set-up and per method, rate limits, changed at run time", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(19);
+    Service svc(bed.b());
+    std::string err;
+    REQUIRE(svc.srv.listen(rpc::Transport::Crescent, 7100, &err));
+    rpc::Prefix client, other;
+    REQUIRE(rpc::Prefix::parse("10.9.19.1/32", &client, &err));
+    REQUIRE(rpc::Prefix::parse("10.8.0.0/16", &other, &err));
+
+    // 1. An ACL that does not know this client: refused at set-up.
+    svc.srv.policies().acl = std::make_unique<rpc::Acl>();
+    svc.srv.policies().acl->allow(other, {});
+    rpc::ChannelOptions o;
+    o.server = {bed.ip_b, 7100};
+    o.reconnect_min = 200ms;
+    o.reconnect_max = 200ms;
+    {
+        rpc::Channel ch(bed.a(), o);
+        bed.run_for(50ms);
+        CHECK(ch.connected() == 0);
+        CHECK(svc.srv.stats().connections_refused >= 1);
+        ch.close();
+    }
+    // 2. Known, but only for kEcho.
+    svc.srv.policies().acl->allow(client, {kEcho});
+    rpc::Channel ch(bed.a(), o);
+    REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 5s));
+    Tally tl;
+    auto record = [&](rpc::Reply& r) {
+        ++tl.done;
+        ++tl.by_status[r.status];
+        tl.last_error = std::string(r.error);
+    };
+    REQUIRE(ch.call(kEcho, {}, {}, record) == rpc::Status::Ok);
+    REQUIRE(ch.call(kPeerPort, {}, {}, record) == rpc::Status::Ok);
+    REQUIRE(bed.run_until([&] { return tl.done == 2; }, 5s));
+    CHECK(tl.by_status[rpc::Status::Ok] == 1);
+    CHECK(tl.by_status[rpc::Status::PermissionDenied] == 1);
+    CHECK(tl.last_error == "10.9.19.1 may not call peer-port");
+    CHECK(svc.srv.stats().refused_acl == 1);
+    // 3. Removed at run time: everything allowed again.
+    svc.srv.policies().acl.reset();
+    // 4. A method rate of 10/s with a burst of 5: of 20 calls at once, 5 pass.
+    svc.srv.policies().rate = std::make_unique<rpc::RateLimiter>();
+    svc.srv.policies().rate->set_method(kPeerPort, 10, 5);
+    tl = Tally{};
+    for (int i = 0; i < 20; ++i) REQUIRE(ch.call(kPeerPort, {}, {}, record) == rpc::Status::Ok);
+    REQUIRE(bed.run_until([&] { return tl.done == 20; }, 5s));
+    CHECK(tl.by_status[rpc::Status::Ok] == 5);
+    CHECK(tl.by_status[rpc::Status::RateLimited] == 15);
+    CHECK(svc.srv.stats().refused_rate == 15);
+    svc.srv.policies().rate.reset();
+    tl = Tally{};
+    for (int i = 0; i < 20; ++i) REQUIRE(ch.call(kPeerPort, {}, {}, record) == rpc::Status::Ok);
+    REQUIRE(bed.run_until([&] { return tl.done == 20; }, 5s));
+    CHECK(tl.by_status[rpc::Status::Ok] == 20);
+    ch.close();
+    bed.run_for(20ms);
+}
+
+TEST_CASE("rpc: malformed input closes the connection and is counted; truncation at close too", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(20);
+    rpc::ServerOptions so;
+    so.limits.max_data = 1000;
+    Service svc(bed.b(), so);
+    std::string err;
+    REQUIRE(svc.srv.listen(rpc::Transport::Crescent, 7100, &err));
+    struct Raw : rpc::StreamHandler {
+        std::string payload;
+        bool closed = false, half = false;
+        std::string why;
+        void on_open(rpc::Stream& s) override {
+            s.send_copy(payload);
+            if (half) s.close();
+        }
+        void on_data(rpc::Stream&, std::span<Slice>) override {}
+        void on_closed(rpc::Stream&, std::string_view w) override {
+            closed = true;
+            why = std::string(w);
+        }
+    };
+    auto header = [](uint32_t magic, uint8_t version, uint32_t meta, uint32_t data) {
+        rpc::Header h;
+        h.magic = magic;
+        h.version = version;
+        h.method = kEcho;
+        h.meta_len = meta;
+        h.data_len = data;
+        std::string s(rpc::kHeaderSize, '\0');
+        h.encode(reinterpret_cast<std::byte*>(s.data()));
+        return s;
+    };
+    struct Case {
+        std::string bytes;
+        bool half;
+        uint64_t rpc::ServerStats::*counter;
+    } cases[] = {
+        {header(0x12345678, rpc::kVersion, 0, 0), false, &rpc::ServerStats::bad_magic},
+        {header(rpc::kMagic, 9, 0, 0), false, &rpc::ServerStats::bad_version},
+        {header(rpc::kMagic, rpc::kVersion, 0, 1001), false, &rpc::ServerStats::data_too_large},
+        {header(rpc::kMagic, rpc::kVersion, 100000, 0), false, &rpc::ServerStats::meta_too_large},
+        {header(rpc::kMagic, rpc::kVersion, 4, 10) + "abcd12", true, &rpc::ServerStats::truncated_at_close},
+    };
+    for (auto& c : cases) {
+        Raw raw;
+        raw.payload = c.bytes;
+        raw.half = c.half;
+        const uint64_t before = svc.srv.stats().*c.counter;
+        REQUIRE(rpc::connect(bed.a(), rpc::Transport::Crescent, Endpoint{bed.ip_b, 7100}, raw, {}, &err));
+        REQUIRE(bed.run_until([&] { return raw.closed && svc.srv.connections() == 0; }, 5s));
+        CHECK(svc.srv.stats().*c.counter == before + 1);
+    }
+    CHECK(svc.srv.stats().requests == 0);
+}
