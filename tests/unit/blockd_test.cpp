@@ -4,10 +4,12 @@
 // zeros, coalescing), FileVolume (O_DIRECT + io_uring: data verified by CRC and
 // by reading the file behind the volume's back, completions only from poll(),
 // the eventfd, the waiting FIFO and QueueFull, buffers aligned inside larger
-// objs, open errors). Every test ends with no zbuf leaked.
+// objs, open errors) and the block protocol's metadata layout. Every test ends
+// with no zbuf leaked.
 #include <catch2/catch.hpp>
 
 #include "examples/blockd/crc32c.hpp"
+#include "examples/blockd/proto.hpp"
 #include "examples/blockd/volume.hpp"
 #include "tests/support/zbuf_leak.hpp"
 
@@ -735,4 +737,25 @@ TEST_CASE("direct_io_problem: O_DIRECT refusals are named with the filesystem", 
     CHECK(fs_name(0x01021994) == "tmpfs");
     CHECK(fs_name(0xEF53) == "ext2/3/4");
     CHECK(fs_name(0x1234) == "0x1234");
+}
+
+// --- protocol ---------------------------------------------------------------------------
+
+TEST_CASE("proto: BlockMeta is 16 little-endian bytes and round-trips", "[blockd][proto]") {
+    BlockMeta m{0x0102030405060708ull, 0x0a0b0c0d, 0xE3069283u};
+    std::byte b[kMetaSize];
+    m.encode(b);
+    const uint8_t want[16] = {8, 7, 6, 5, 4, 3, 2, 1, 0x0d, 0x0c, 0x0b, 0x0a, 0x83, 0x92, 0x06, 0xE3};
+    CHECK(std::memcmp(b, want, 16) == 0);
+    BlockMeta d;
+    REQUIRE(BlockMeta::decode(std::span<const std::byte>(b, 16), &d));
+    CHECK(d.offset == m.offset);
+    CHECK(d.len == m.len);
+    CHECK(d.crc32c == m.crc32c);
+    CHECK_FALSE(BlockMeta::decode(std::span<const std::byte>(b, 15), &d));
+    CHECK_FALSE(BlockMeta::decode({}, &d));
+    CHECK(uint32_t(app_status(VolStatus::OutOfRange)) == 1003);
+    CHECK(app_status_name(app_status(VolStatus::OutOfRange)) == "out_of_range");
+    CHECK(app_status_name(rpc::Status(kCrcMismatch)) == "crc_mismatch");
+    CHECK(app_status_name(rpc::Status::Ok).empty());
 }
