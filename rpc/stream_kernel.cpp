@@ -376,6 +376,7 @@ private:
 
 std::unique_ptr<Acceptor> listen_kernel(Engine& e, uint16_t port, StreamHandler& h, const StreamOptions& o,
                                         std::string* err, Ipv4 bind_ip) {
+    const bool reuse_port = o.kernel_reuse_port;
     auto fail = [&](const char* what) {
         if (err) *err = fmt::format("kernel listen on {}:{}: {}: {}", bind_ip.to_string(), port, what,
                                     std::strerror(errno));
@@ -385,6 +386,9 @@ std::unique_ptr<Acceptor> listen_kernel(Engine& e, uint16_t port, StreamHandler&
     if (fd < 0) return fail("socket");
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    // Every engine of a process listens on the same kernel port; the kernel
+    // spreads the connections over their sockets.
+    if (reuse_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
     sockaddr_in a = to_sockaddr(Endpoint{bind_ip, port});
     if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 1024) != 0) {
         int saved = errno;
