@@ -411,6 +411,14 @@ Stream* connect_kernel(Engine& e, Endpoint remote, StreamHandler& h, const Strea
         return nullptr;
     }
     tune(fd, o);
+    if (o.kernel_bind_ip.v != 0) {
+        sockaddr_in b = to_sockaddr(Endpoint{o.kernel_bind_ip, 0});
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&b), sizeof b) != 0) {
+            if (err) *err = fmt::format("kernel connect: bind to {}: {}", o.kernel_bind_ip.to_string(), std::strerror(errno));
+            ::close(fd);
+            return nullptr;
+        }
+    }
     sockaddr_in a = to_sockaddr(remote);
     int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
     if (rc != 0 && errno != EINPROGRESS) {

@@ -145,6 +145,7 @@ struct StreamOptions {
     uint32_t read_chunk = 16384;     // kernel: bytes per readv() buffer (an arena size class)
     bool kernel_nodelay = true;      // kernel: TCP_NODELAY
     bool kernel_reuse_port = false;  // kernel listen: SO_REUSEPORT (one listener per engine on one port)
+    Ipv4 kernel_bind_ip;             // kernel active open: source address (0 = the kernel's choice)
     uint16_t local_port = 0;         // active open: a specific local port (0 = any of the engine's)
     Duration connect_timeout = std::chrono::seconds(3);  // kernel active open (crescent: its SYN retries)
     Duration close_linger = std::chrono::seconds(5);     // kernel close(): wait this long for the peer's FIN
