@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include <crescent/rpc/channel.hpp>
+#include <crescent/rpc/server.hpp>
 #include <crescent/zbuf.hpp>
 
 int main() {
@@ -26,6 +28,19 @@ int main() {
     s.reset();
     t.reset();
     ok = ok && arena->live() == 0;
+    // The RPC headers install and link: a wire header round trip, a histogram, a policy prefix.
+    crescent::rpc::Header h;
+    h.method = 7;
+    h.call_id = 42;
+    std::byte wire[crescent::rpc::kHeaderSize];
+    h.encode(wire);
+    crescent::rpc::Header back = crescent::rpc::Header::decode(wire);
+    crescent::rpc::Histogram hist;
+    for (uint64_t v = 1; v <= 1000; ++v) hist.record(v);
+    crescent::rpc::Prefix p;
+    ok = ok && back.method == 7 && back.call_id == 42 && hist.count() == 1000 && hist.percentile(50) >= 490 &&
+         hist.percentile(50) <= 510 && crescent::rpc::Prefix::parse("10.0.0.0/8", &p, &err) &&
+         crescent::rpc::status_name(crescent::rpc::Status::QueueFull) == "QueueFull";
     std::printf("out-of-tree consumer: %s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }
