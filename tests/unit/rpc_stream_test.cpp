@@ -142,12 +142,14 @@ TEST_CASE("stream: crescent echo, inline, 48 MiB with pieces larger than the sen
 TEST_CASE("stream: crescent echo, batch server (zero-copy read_slices), paused reading", "[rpc][stream]") {
     RingBedOptions o;
     o.mode_b = DispatchMode::Batch;
+    o.conn.snd_buf = 64u << 10;  // the echo's replies back up: it must pause
     echo_over(rpc::Transport::Crescent, 2, o, 24u << 20, 1u << 20);
 }
 
 TEST_CASE("stream: crescent echo, inline server pausing (held slices), impaired wire", "[rpc][stream]") {
     RingBedOptions o;
     o.impair = "loss=1,dup=1,reorder=10,seed=3";
+    o.conn.snd_buf = 64u << 10;
     echo_over(rpc::Transport::Crescent, 3, o, 8u << 20, 256u << 10);
 }
 
