@@ -4,9 +4,8 @@
 // a reply finds its call in O(1) and a reply for a slot since reused (the
 // call hit its deadline) is recognised as late. A slot is Queued (waiting for
 // a connection with room: its meta copied, its data slices held) or InFlight
-// (encoded and handed to a connection's stream). Deadlines sit in a min-heap
-// of (deadline, call id) with lazy deletion, and one engine timer is armed at
-// the earliest.
+// (encoded and handed to a connection's stream). Deadlines are kept in the slots and
+// are scanned when the one engine timer, armed at the earliest, fires.
 //
 // Connections: `server_engines` x `conns_per_engine`; connection i targets
 // server engine i % server_engines. Over crescent its local port is chosen so
@@ -19,7 +18,6 @@
 #include <cstring>
 #include <deque>
 #include <optional>
-#include <queue>
 #include <random>
 #include <unordered_map>
 
@@ -48,6 +46,7 @@ struct Slot {
     bool ever_sent = false;
     uint32_t conn = 0;
     uint32_t method = 0;
+    MethodStats* ms = nullptr;    // the method's stats (unordered_map nodes do not move)
     Instant started;
     Instant deadline;
     std::vector<std::byte> meta;  // Queued: a copy
@@ -84,8 +83,6 @@ struct Channel::Impl final : StreamHandler {
     std::vector<uint32_t> free_slots;
     std::deque<uint64_t> queue;  // call ids of Queued slots, FIFO (stale ids skipped)
     std::vector<std::unique_ptr<Link>> links;
-    using Due = std::pair<Instant, uint64_t>;
-    std::priority_queue<Due, std::vector<Due>, std::greater<Due>> deadlines;
     TimerId deadline_timer = 0;
     Instant timer_at = Instant::never();
     std::unordered_map<uint32_t, MethodStats> methods;
@@ -253,14 +250,14 @@ struct Channel::Impl final : StreamHandler {
         Slot& sl = slots[idx];
         sl.one_way = one_way;
         sl.method = method;
+        sl.ms = &methods_of(method);
         sl.ever_sent = false;
         sl.started = e.now();
         sl.deadline = sl.started + (deadline.count() > 0 ? deadline : o.deadline);
         sl.done = std::move(done);
         ++outstanding;
         ++st.calls;
-        MethodStats& ms = methods_of(method);
-        ++ms.calls;
+        ++sl.ms->calls;
         uint64_t id = make_id(idx, sl.gen);
         if (l) {
             send(*l, idx, meta, data);
@@ -274,7 +271,7 @@ struct Channel::Impl final : StreamHandler {
             st.queued_now = queue.size();
             st.queued_peak = std::max<uint64_t>(st.queued_peak, queue.size());
         }
-        if (!one_way) arm_deadline(sl.deadline, id);
+        if (!one_way) arm_deadline(sl.deadline);
         return Status::Ok;
     }
 
@@ -324,7 +321,7 @@ struct Channel::Impl final : StreamHandler {
         size_t n = 0;
         for (const Slice& x : out) n += x.size();
         st.bytes_out += n;
-        methods_of(sl.method).bytes_out += n;
+        sl.ms->bytes_out += n;
         sl.ever_sent = true;
         if (sl.one_way) {
             if (s) s->send(std::span<Slice>(out));
@@ -379,7 +376,7 @@ struct Channel::Impl final : StreamHandler {
             return;
         }
         --l.inflight;
-        methods_of(sl.method).bytes_in += h.meta_len + h.data_len;
+        sl.ms->bytes_in += h.meta_len + h.data_len;
         if (h.kind == Kind::Error) {
             ++st.server_errors;
             std::string_view why(reinterpret_cast<const char*>(m.meta.data()), m.meta.size());
@@ -405,7 +402,7 @@ struct Channel::Impl final : StreamHandler {
         --outstanding;
         Instant now = e.now();
         Duration lat = now - sl.started;
-        MethodStats& ms = methods_of(sl.method);
+        MethodStats& ms = *sl.ms;
         ms.record_status(uint32_t(status));
         ms.latency.record(uint64_t(std::max<int64_t>(0, lat.count())));
         switch (status) {
@@ -428,48 +425,43 @@ struct Channel::Impl final : StreamHandler {
     }
 
     // ---- deadlines ----------------------------------------------------------------------------
+    //
+    // One engine timer, armed at the earliest deadline of the outstanding
+    // calls. When it fires, a scan of the slot table fails the expired calls
+    // and finds the next earliest. With the channel's default deadline every
+    // new call's deadline is later than the armed one, so a call costs one
+    // comparison and the scan runs about once per deadline period — no
+    // per-call timer, heap or allocation.
 
-    void arm_deadline(Instant at, uint64_t id) {
-        deadlines.push({at, id});
-        if (at < timer_at) {
-            if (deadline_timer) e.cancel_timer(deadline_timer);
-            timer_at = at;
-            Impl* self = this;
-            deadline_timer = e.add_timer(std::max(Duration(0), at - e.now()), [self] { self->expire(); });
-        }
+    void arm_deadline(Instant at) {
+        if (at >= timer_at) return;
+        if (deadline_timer) e.cancel_timer(deadline_timer);
+        timer_at = at;
+        Impl* self = this;
+        deadline_timer = e.add_timer(std::max(Duration(0), at - e.now()), [self] { self->expire(); });
     }
 
     void expire() {
         deadline_timer = 0;
         timer_at = Instant::never();
         Instant now = e.now();
-        while (!deadlines.empty() && deadlines.top().first <= now) {
-            uint64_t id = deadlines.top().second;
-            deadlines.pop();
-            uint32_t idx = uint32_t(id);
+        Instant next = Instant::never();
+        for (uint32_t idx = 0; idx < slots.size(); ++idx) {
             Slot& sl = slots[idx];
-            if (sl.gen != uint32_t(id >> 32) || sl.state == SlotState::Free) continue;  // done already
-            if (sl.state == SlotState::InFlight) --links[sl.conn]->inflight;  // its slot frees; a late reply is counted
-            const bool never_up = !ever_connected || (sl.state == SlotState::Queued && connected() == 0);
-            std::string why = never_up ? fmt::format("no connection to {}:{}{}{}", current.ip.to_string(), current.port,
-                                                     last_error.empty() ? "" : ": ", last_error)
-                                       : std::string("deadline exceeded");
-            complete(idx, never_up && sl.state == SlotState::Queued ? Status::Unavailable : Status::DeadlineExceeded,
-                     {}, {}, why);
+            if (sl.state == SlotState::Free || sl.one_way) continue;
+            if (sl.deadline > now) {
+                next = min(next, sl.deadline);
+                continue;
+            }
+            if (sl.state == SlotState::InFlight) --links[sl.conn]->inflight;  // a late reply is counted
+            const bool queued = sl.state == SlotState::Queued;
+            const bool unavailable = queued && connected() == 0;
+            std::string why = unavailable ? fmt::format("no connection to {}:{}{}{}", current.ip.to_string(),
+                                                        current.port, last_error.empty() ? "" : ": ", last_error)
+                                          : std::string("deadline exceeded");
+            complete(idx, unavailable ? Status::Unavailable : Status::DeadlineExceeded, {}, {}, why);
         }
-        // Lazy deletion keeps completed calls in the heap: drop them from the top.
-        while (!deadlines.empty()) {
-            uint64_t id = deadlines.top().second;
-            Slot& sl = slots[uint32_t(id)];
-            if (sl.gen == uint32_t(id >> 32) && sl.state != SlotState::Free) break;
-            deadlines.pop();
-        }
-        if (!deadlines.empty()) {
-            Instant at = deadlines.top().first;
-            timer_at = at;
-            Impl* self = this;
-            deadline_timer = e.add_timer(std::max(Duration(0), at - now), [self] { self->expire(); });
-        }
+        if (!next.is_never()) arm_deadline(next);
         dispatch();
     }
 
