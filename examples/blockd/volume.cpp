@@ -23,20 +23,6 @@
 
 namespace crescent::blockd {
 
-std::string_view status_name(VolStatus s) {
-    switch (s) {
-    case VolStatus::Ok: return "ok";
-    case VolStatus::Misaligned: return "misaligned";
-    case VolStatus::Empty: return "empty";
-    case VolStatus::OutOfRange: return "out_of_range";
-    case VolStatus::TooLarge: return "too_large";
-    case VolStatus::NoMemory: return "no_memory";
-    case VolStatus::QueueFull: return "queue_full";
-    case VolStatus::IoError: return "io_error";
-    }
-    return "unknown";
-}
-
 VolStatus Volume::check(uint64_t offset, uint64_t len) const {
     if (len == 0) return VolStatus::Empty;
     if (offset % kBlockSize != 0 || len % kBlockSize != 0) return VolStatus::Misaligned;

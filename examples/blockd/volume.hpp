@@ -59,7 +59,19 @@ enum class VolStatus : uint8_t {
     IoError,     // FileVolume: the kernel failed the I/O (errno: stats().last_errno)
 };
 inline constexpr unsigned kStatusCount = 8;
-std::string_view status_name(VolStatus s);
+inline std::string_view status_name(VolStatus s) {
+    switch (s) {
+    case VolStatus::Ok: return "ok";
+    case VolStatus::Misaligned: return "misaligned";
+    case VolStatus::Empty: return "empty";
+    case VolStatus::OutOfRange: return "out_of_range";
+    case VolStatus::TooLarge: return "too_large";
+    case VolStatus::NoMemory: return "no_memory";
+    case VolStatus::QueueFull: return "queue_full";
+    case VolStatus::IoError: return "io_error";
+    }
+    return "unknown";
+}
 
 // What a request calls when it is done: a function pointer and a cookie (no
 // allocation per I/O). `data` holds the bytes read (empty for writes, flushes
