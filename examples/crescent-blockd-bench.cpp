@@ -49,6 +49,7 @@ struct Options {
     std::string server;
     uint16_t port = 7100;
     rpc::Transport transport = rpc::Transport::Crescent;
+    Ipv4 bind;  // kernel transport: source address (0 = the kernel's choice)
     unsigned server_engines = 1;
     unsigned conns = 1;              // per server engine
     unsigned iodepth = 16;           // per client engine
@@ -85,7 +86,8 @@ const char* usage =
     "  --no-verify         skip the final read-back of every written slot\n"
     "  --no-server-crc     do not compare the CRC in READ replies (server started with --no-crc)\n"
     "  --deadline-ms N     per-call deadline (default 5000)\n"
-    "  --max-errors N      after more than N errors stop issuing and skip the read-back (default 0)\n";
+    "  --max-errors N      after more than N errors stop issuing and skip the read-back (default 0)\n"
+    "  --bind IP           kernel transport: connect from this local address\n";
 
 Options parse(int argc, char** argv) {
     Options o;
@@ -115,6 +117,10 @@ Options parse(int argc, char** argv) {
         else if (a == "--deadline-ms") o.deadline_ms = cli.number(1, 3600000);
         else if (a == "--max-errors") o.max_errors = cli.number(0, ~uint64_t(0));
         else if (a == "--stats") o.stats = true;
+        else if (a == "--bind") {
+            const char* v = cli.value();
+            if (!Ipv4::parse(v, &o.bind)) die(std::string("--bind: '") + v + "' is not an IPv4 address");
+        }
         else if (a == "--mode") {
             const char* v = cli.value();
             if (!parse_dispatch_mode(v, &o.rt.engine.mode)) die(std::string("--mode: '") + v + "' is not inline or batch");
@@ -126,6 +132,7 @@ Options parse(int argc, char** argv) {
     if (o.rt.iface.empty() == o.rt.eal.empty()) die("give exactly one of --iface IFACE or --eal \"ARGS\"");
     if (!o.rt.eal.empty() && o.rt.ip.empty()) die("--eal needs --ip A.B.C.D/LEN (the device has no kernel address)");
     if (o.server.empty()) die("--server IP is required");
+    if (o.bind.v != 0 && o.transport != rpc::Transport::Kernel) die("--bind applies to --transport kernel only");
     if (o.duration > 0 && o.ops > 0) die("give --duration or --ops, not both");
     if (o.duration == 0 && o.ops == 0) o.duration = 10;
     uint64_t slots = o.region / o.block_size;
@@ -174,6 +181,7 @@ public:
         co.depth = o.iodepth;  // any one connection may carry all of them
         co.queue_max = o.iodepth * 2;
         co.deadline = std::chrono::milliseconds(o.deadline_ms);
+        co.stream.kernel_bind_ip = o.bind;
         ch_ = std::make_unique<rpc::Channel>(e, co);
     }
     // A continuation the channel runs while it is destroyed must not issue more.

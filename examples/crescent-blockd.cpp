@@ -64,6 +64,13 @@ struct Options {
     bool crc = true;
     bool stats = false;
     bool show_plan = false;
+    // Policies (rpc::Policies): allow-list rules and rate limits, applied on every engine.
+    struct Allow {
+        rpc::Prefix prefix;
+        std::vector<uint32_t> methods;  // empty: all
+    };
+    std::vector<Allow> allow;
+    double client_rate = 0, client_burst = 0;  // per client address; 0 = none
 };
 
 [[noreturn]] void die(const std::string& msg) { examples::fail("crescent-blockd", msg); }
@@ -82,7 +89,47 @@ const char* usage =
     "  --allow-buffered use buffered I/O when PATH's filesystem refuses O_DIRECT (instead of failing)\n"
     "  --queue-depth N  io_uring I/Os in flight per engine (default 128)\n"
     "  --no-crc         neither check WRITE CRCs nor compute READ reply CRCs\n"
+    "  --allow PREFIX[:METHODS]  allow-list rule (repeatable): clients in PREFIX may call METHODS\n"
+    "                   (comma-separated read,write,flush; all when omitted); with any rule, other\n"
+    "                   clients are refused when they connect\n"
+    "  --client-rate R[/B]  token-bucket limit per client address: R calls/s, burst B (default R)\n"
     "  memory mode: each engine serves its own volume (see the header of crescent-blockd.cpp)\n";
+
+// "10.0.0.0/24" or "10.0.0.7:read,flush".
+Options::Allow parse_allow(std::string_view v) {
+    Options::Allow a;
+    std::string err;
+    size_t colon = v.find(':');
+    if (!rpc::Prefix::parse(v.substr(0, colon), &a.prefix, &err)) die("--allow: " + err);
+    if (colon == std::string_view::npos) return a;
+    std::string_view list = v.substr(colon + 1);
+    while (!list.empty()) {
+        size_t comma = list.find(',');
+        std::string_view m = list.substr(0, comma);
+        if (m == "read") a.methods.push_back(kRead);
+        else if (m == "write") a.methods.push_back(kWrite);
+        else if (m == "flush") a.methods.push_back(kFlush);
+        else die("--allow: '" + std::string(m) + "' is not a method (read, write, flush)");
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    }
+    if (a.methods.empty()) die("--allow: no method after ':' in '" + std::string(v) + "'");
+    return a;
+}
+
+// "R" or "R/B": calls per second and burst.
+void parse_rate(std::string_view v, double* rate, double* burst) {
+    auto num = [&](std::string_view t) {
+        std::string s(t);
+        char* end = nullptr;
+        double d = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0' || !(d > 0) || d > 1e9)
+            die("--client-rate: '" + std::string(v) + "' is not RATE or RATE/BURST (positive numbers)");
+        return d;
+    };
+    size_t slash = v.find('/');
+    *rate = num(v.substr(0, slash));
+    *burst = slash == std::string_view::npos ? *rate : num(v.substr(slash + 1));
+}
 
 Options parse(int argc, char** argv) {
     Options o;
@@ -110,6 +157,8 @@ Options parse(int argc, char** argv) {
         } else if (a == "--arena-mb") o.rt.arena_bytes = size_t(cli.number(16, 1u << 20)) << 20;
         else if (a == "--stats") o.stats = true;
         else if (a == "--show-plan") o.show_plan = true;
+        else if (a == "--allow") o.allow.push_back(parse_allow(cli.value()));
+        else if (a == "--client-rate") parse_rate(cli.value(), &o.client_rate, &o.client_burst);
         else cli.unknown();
     }
     if (o.rt.iface.empty() == o.rt.eal.empty()) die("give exactly one of --iface IFACE or --eal \"ARGS\"");
@@ -151,6 +200,16 @@ public:
         srv_->register_method(kRead, "read", [this](rpc::Call& c) { on_read(c); });
         srv_->register_method(kWrite, "write", [this](rpc::Call& c) { on_write(c); });
         srv_->register_method(kFlush, "flush", [this](rpc::Call& c) { on_flush(c); });
+        if (!o.allow.empty()) {
+            auto acl = std::make_unique<rpc::Acl>();
+            for (const auto& a : o.allow) acl->allow(a.prefix, a.methods);
+            srv_->policies().acl = std::move(acl);
+        }
+        if (o.client_rate > 0) {
+            auto rl = std::make_unique<rpc::RateLimiter>();
+            rl->set_client_default(o.client_rate, o.client_burst);
+            srv_->policies().rate = std::move(rl);
+        }
         if (!srv_->listen(rpc::Transport::Crescent, o.port, err)) return false;
         if (vol_->event_fd() >= 0 &&
             !e_.add_fd(vol_->event_fd(), EPOLLIN, [this](uint32_t) { vol_->on_event(); })) {
@@ -174,10 +233,12 @@ public:
                      (unsigned long long)n_.deferred);
         const rpc::ServerStats& s = srv_->stats();
         std::fprintf(f,
-                     "engine %u server: accepted=%llu refused=%llu requests=%llu replies=%llu errors_sent=%llu "
+                     "engine %u server: accepted=%llu refused=%llu refused_acl=%llu refused_rate=%llu "
+                     "requests=%llu replies=%llu errors_sent=%llu "
                      "unknown_method=%llu bad_magic=%llu truncated_at_close=%llu replies_dropped=%llu "
                      "handler_dropped=%llu no_memory=%llu reads_paused=%llu bytes_in=%llu bytes_out=%llu\n",
                      i, (unsigned long long)s.connections_accepted, (unsigned long long)s.connections_refused,
+                     (unsigned long long)s.refused_acl, (unsigned long long)s.refused_rate,
                      (unsigned long long)s.requests, (unsigned long long)s.replies,
                      (unsigned long long)s.errors_sent, (unsigned long long)s.unknown_method,
                      (unsigned long long)s.bad_magic, (unsigned long long)s.truncated_at_close,

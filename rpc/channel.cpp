@@ -68,6 +68,7 @@ struct Channel::Impl final : StreamHandler {
         std::optional<Decoder> dec;
         Encoder enc;
         uint32_t inflight = 0;
+        bool proven = false;       // a reply came on this connection (resets the back-off)
         unsigned target = 0;       // server engine
         unsigned failures = 0;     // consecutive failed attempts
         uint32_t port_try = 0;     // next candidate local port (crescent)
@@ -92,7 +93,6 @@ struct Channel::Impl final : StreamHandler {
     bool on_alternate = false;
     unsigned failures_in_row = 0;  // channel-wide, for the fail-over
     bool closed = false;
-    bool ever_connected = false;
     uint32_t rr = 0;
     std::mt19937 rng{std::random_device{}()};
     std::vector<bifurcation::PortMatch> spread;
@@ -176,9 +176,8 @@ struct Channel::Impl final : StreamHandler {
         Link* l = link_of(s);
         if (!l) return;
         l->state = ConnState::Up;
-        l->failures = 0;
-        failures_in_row = 0;
-        ever_connected = true;
+        l->proven = false;  // the back-off resets with the first reply, not here: a server that
+                            // accepts and resets at once (an ACL refusal) must not be hammered
         ++st.connects;
         dispatch();
     }
@@ -218,10 +217,13 @@ struct Channel::Impl final : StreamHandler {
             }
             l->inflight = 0;
         }
-        if (was_up) {
+        if (was_up && l->proven) {
             ++st.disconnects;
             last_error = reason;
             schedule_reconnect(*l);
+        } else if (was_up) {  // closed before it ever answered: back off as after a failed connect
+            ++st.disconnects;
+            fail_attempt(*l, reason);
         } else {
             fail_attempt(*l, reason);
         }
@@ -376,6 +378,11 @@ struct Channel::Impl final : StreamHandler {
             return;
         }
         --l.inflight;
+        if (!l.proven) {
+            l.proven = true;
+            l.failures = 0;
+            failures_in_row = 0;
+        }
         sl.ms->bytes_in += h.meta_len + h.data_len;
         if (h.kind == Kind::Error) {
             ++st.server_errors;

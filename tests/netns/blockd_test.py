@@ -3,7 +3,7 @@
 
 Usage: blockd_test.py BLOCKD BENCH CASE
   BLOCKD  the crescent-blockd binary     BENCH  the crescent-blockd-bench binary
-  CASE    memory | impaired | kernel | file | badargs
+  CASE    memory | impaired | kernel | file | policy | badargs
 
 Each case builds its own bed with `tools/testbed up NAME` (NAME-a: blockd on
 NAME-va 10.77.0.1, NAME-b: the bench on NAME-vb 10.77.0.2, both crescent over
@@ -28,6 +28,9 @@ root).
             filesystem that refuses it: --allow-buffered, reported), crescent
             and kernel benches with FLUSHes; every reply was deferred to an
             io_uring completion; the file holds data afterwards.
+  policy    blockd --allow 10.77.0.2/32: the crescent client at 10.77.0.2 is served
+            while a kernel-transport client at 10.77.0.3 is refused at connection
+            set-up (reset, counted); 10.77.0.2 over the kernel transport is served.
   badargs   one-line errors for bad options (no root needed).
 """
 import json
@@ -301,6 +304,48 @@ def case_file():
         check(os.path.getsize(path) == 32 << 20 and any(data), "the file is 32 MiB and holds written blocks")
 
 
+def case_policy():
+    """An allow-list (rpc::Acl) serving one client while refusing another, at the same time."""
+    with Bed("policy") as bed:
+        sh("ip", "addr", "add", "10.77.0.3/24", "dev", bed.vb, ns=bed.b)
+        srv = bed.blockd("--size", 16 << 20, "--kernel-port", 7200, "--allow", "10.77.0.2/32")
+        # The refused client: the kernel transport from 10.77.0.3, its engine on a
+        # null device (the veth's one AF_XDP queue belongs to the allowed client).
+        kernel_client = [BENCH, "--eal", "--no-pci --vdev=net_null0", "--ip", "10.99.0.1/24", "--server", IP_A,
+                         "--transport", "kernel", "--port", "7200", "--deadline-ms", "2000"] + SLEEP
+        refused = subprocess.Popen(["ip", "netns", "exec", bed.b] + kernel_client +
+                                   ["--file-prefix", bed.prefix + "c", "--bind", "10.77.0.3", "--duration", "3",
+                                    "--max-errors", "1000000"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            bench_ok(*bed.bench("--duration", 3, "--iodepth", 8), "10.77.0.2 (crescent) served meanwhile")
+            out, err = refused.communicate(timeout=60)
+        finally:
+            if refused.poll() is None:
+                refused.kill()
+                refused.wait(5)
+            subprocess.run([TESTBED, "clean-hugefiles", bed.prefix + "c"], timeout=TIMEOUT)
+        line = next((l for l in out.splitlines() if l.startswith("{")), "{}")
+        res = json.loads(line)
+        print(f"refused client: rc={refused.returncode} {line}")
+        check(refused.returncode != 0 and res.get("ops", 1) == 0 and "reset" in res.get("error", ""),
+              "10.77.0.3 (kernel transport) completed nothing: its connections were reset at set-up")
+        try:
+            r = sh(*(kernel_client + ["--file-prefix", bed.prefix + "d", "--bind", IP_B, "--ops", 2000]), ns=bed.b,
+                   check_rc=False, timeout=120)
+        finally:
+            subprocess.run([TESTBED, "clean-hugefiles", bed.prefix + "d"], timeout=TIMEOUT)
+        line = next((l for l in r.stdout.splitlines() if l.startswith("{")), None)
+        res = json.loads(line) if line else {}
+        bench_ok(r, res, "10.77.0.2 over the kernel transport served too")
+        rc = srv.stop()
+        out = srv.output()
+        print("\n".join(l for l in out.splitlines() if l.startswith("engine 0 server")))
+        check(rc == 0, "blockd exited 0")
+        check(stat(out, "engine 0 server:", "refused") >= 1, "blockd counted the refused connections")
+        check(stat(out, "engine 0 server:", "requests") > 0, "and served the allowed client's requests")
+
+
 def case_badargs():
     def bad(prog, args, want):
         r = subprocess.run([prog] + args, capture_output=True, text=True, timeout=TIMEOUT)
@@ -318,6 +363,10 @@ def case_badargs():
     bad(BENCH, ["--iface", "x", "--server", "10.0.0.1", "--region", "8192", "--iodepth", "16"],
         "fewer than --iodepth")
     bad(BENCH, ["--iface", "x", "--server", "10.0.0.1", "--transport", "udp"], "not crescent or kernel")
+    bad(BLOCKD, ["--iface", "x", "--allow", "10.0.0.1/8"], "--allow")
+    bad(BLOCKD, ["--iface", "x", "--allow", "10.0.0.0/8:erase"], "'erase' is not a method")
+    bad(BLOCKD, ["--iface", "x", "--client-rate", "fast"], "--client-rate")
+    bad(BENCH, ["--iface", "x", "--server", "10.0.0.1", "--bind", "10.0.0.2"], "--transport kernel only")
 
 
 CASES = {
@@ -325,6 +374,7 @@ CASES = {
     "impaired": case_impaired,
     "kernel": case_kernel,
     "file": case_file,
+    "policy": case_policy,
     "badargs": case_badargs,
 }
 
