@@ -410,6 +410,13 @@ int main(int argc, char** argv) {
             if (shards[i]) shards[i]->print_stats(stderr);
             examples::print_engine_stats(rt->engine(i));
         }
-    shards.clear(); // values and sessions before the runtime (and its arena) go
+    // Values, blocks and sessions go before the runtime (and its arena), each
+    // engine's freed on that engine's zbuf core (its thread has returned), so
+    // the objs go straight back to their zones rather than to return rings
+    // nobody drains any more.
+    for (unsigned i = 0; i < n; ++i) {
+        zbuf::CoreScope core(rt->engine(i).core());
+        shards[i].reset();
+    }
     return rc;
 }
