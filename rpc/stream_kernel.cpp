@@ -73,8 +73,10 @@ public:
         if (getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) local_ = from_sockaddr(a);
         len = sizeof a;
         if (getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) remote_ = from_sockaddr(a);
+        stop_hook_ = e.at_stop([this] { stop_now(); });
     }
     ~KernelStream() override {
+        engine_->cancel_at_stop(stop_hook_);
         if (fd_ >= 0) {
             engine_->remove_fd(fd_);
             ::close(fd_);
@@ -303,20 +305,33 @@ private:
     // The end: the socket goes now, on_closed() and the deletion from a timer.
     void finish(std::string why) {
         if (!open_) return;
+        release();
+        why_ = std::move(why);
+        uint64_t id = id_;
+        engine_->add_timer(Duration(0), [id] {
+            if (auto* s = static_cast<KernelStream*>(find_stream(id))) s->end();
+        });
+    }
+    void release() {
         open_ = false;
         engine_->remove_fd(fd_);
         ::close(fd_);
         fd_ = -1;
         backlog_.clear();
         cur_.reset();
-        uint64_t id = id_;
-        engine_->add_timer(Duration(0), [id, why = std::move(why)] {
-            auto* s = static_cast<KernelStream*>(find_stream(id));
-            if (!s) return;
-            s->handler_->on_closed(*s, why);
-            unregister_stream(id);
-            delete s;
-        });
+    }
+    void end() {
+        handler_->on_closed(*this, why_);
+        unregister_stream(id_);
+        delete this;
+    }
+    // The engine stops: no timer will run any more, so everything happens now.
+    void stop_now() {
+        if (open_) {
+            release();
+            why_ = "engine stopped";
+        }
+        end();
     }
 
     int fd_;
@@ -326,6 +341,8 @@ private:
     bool eof_ = false;
     bool read_armed_ = false;
     TimerId connect_timer_ = 0;
+    uint64_t stop_hook_ = 0;
+    std::string why_;     // finish()'s reason, for on_closed()
     Endpoint local_, remote_;
     Backlog backlog_;
     Slice cur_;           // the obj being filled by reads

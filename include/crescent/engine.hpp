@@ -282,6 +282,13 @@ public:
     bool add_fd(int fd, uint32_t events, std::function<void(uint32_t events)> fn);
     bool remove_fd(int fd);
 
+    // Run `fn` on the engine's thread when the engine stops (after run()
+    // returns, once its connections are reset and their handlers told
+    // EngineStopped): for state the loop drives that is not a connection,
+    // e.g. kernel sockets in the epoll set. Returns an id for cancel_at_stop().
+    uint64_t at_stop(std::function<void()> fn);
+    void cancel_at_stop(uint64_t id);
+
     // Run the loop until stop(). poll_once() runs one iteration (tests,
     // applications with their own loop); returns the work done (packets+events).
     void run();

@@ -350,6 +350,11 @@ void EngineImpl::close_all() {
         s.rxq.clear();
         ++st_.conns_closed;
     }
+    // Then whatever else the application tied to the loop (kernel sockets of
+    // rpc streams...). A hook may cancel others; each runs at most once.
+    auto hooks = std::move(stop_hooks_);
+    stop_hooks_.clear();
+    for (auto& [id, fn] : hooks) fn();
     flush_tx();
     closing_all_ = false;
 }
@@ -901,6 +906,8 @@ bool Engine::add_fd(int fd, uint32_t events, std::function<void(uint32_t)> fn) {
     return impl_->add_fd(fd, events, std::move(fn));
 }
 bool Engine::remove_fd(int fd) { return impl_->remove_fd(fd); }
+uint64_t Engine::at_stop(std::function<void()> fn) { return impl_->at_stop(std::move(fn)); }
+void Engine::cancel_at_stop(uint64_t id) { impl_->cancel_at_stop(id); }
 void Engine::run() { impl_->run(); }
 size_t Engine::poll_once() { return impl_->poll_once(); }
 void Engine::stop() { impl_->stop(); }

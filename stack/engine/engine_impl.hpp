@@ -82,6 +82,12 @@ public:
     TimerId add_timer(Duration after, std::function<void()> fn);
     bool cancel_timer(TimerId id) { return wheel_.cancel(id); }
     bool add_fd(int fd, uint32_t events, std::function<void(uint32_t)> fn);
+    uint64_t at_stop(std::function<void()> fn) {
+        uint64_t id = next_stop_hook_++;
+        stop_hooks_.emplace(id, std::move(fn));
+        return id;
+    }
+    void cancel_at_stop(uint64_t id) { stop_hooks_.erase(id); }
     bool remove_fd(int fd);
     void run();
     size_t poll_once();
@@ -213,6 +219,9 @@ private:
     std::vector<rte_mbuf*> txq_;       // frames waiting for the NIC (kept across a full ring)
     std::deque<PendingFrame> pending_; // frames waiting for their neighbour
     static constexpr size_t kTxQueueMax = 16384;
+
+    std::unordered_map<uint64_t, std::function<void()>> stop_hooks_;  // run once by close_all()
+    uint64_t next_stop_hook_ = 1;
 
     int epfd_ = -1;
     std::unordered_map<int, std::function<void(uint32_t)>> fds_;

@@ -225,3 +225,27 @@ TEST_CASE("stream: a chosen local port reaches the server from that port", "[rpc
     REQUIRE(bed.run_until([&] { return probe.closed && echo.closed == 1; }, 10s));
     CHECK(probe.seen_local.port == so.local_port);
 }
+
+TEST_CASE("stream: kernel streams close with the engine (at_stop): handlers told, sockets and objs released",
+          "[rpc][stream]") {
+    test::LeakCheck leaks;
+    test::RingBed bed(7);
+    EchoHandler echo;
+    std::string err;
+    auto acc = rpc::listen(bed.b(), rpc::Transport::Kernel, 30007, echo, {}, &err, Ipv4{0x7f000001});
+    REQUIRE(acc);
+    Sender snd;
+    snd.total = 1u << 30;  // still sending when the server's engine stops
+    REQUIRE(rpc::connect(bed.a(), rpc::Transport::Kernel, Endpoint{Ipv4{0x7f000001}, 30007}, snd, {}, &err));
+    REQUIRE(bed.run_until([&] { return echo.bytes > (1u << 20); }, 10s));
+    acc.reset();
+    bed.stop_b();  // runs the engine's stop hooks on this thread
+    CHECK(echo.closed == 1);
+    CHECK(echo.last_why == "engine stopped");
+    // The client sees its peer go away.
+    REQUIRE(bed.run_until([&] { return snd.closed; }, 10s));
+    CHECK(snd.received < snd.total);
+    INFO(snd.why);
+    CHECK((snd.why == "Connection reset by peer" || snd.why == "closed" || snd.why == "Broken pipe"));
+    CHECK(rpc::live_streams(bed.a()) == 0);
+}
