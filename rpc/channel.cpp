@@ -172,6 +172,13 @@ struct Channel::Impl final : StreamHandler {
 
     Link* link_of(Stream& s) { return static_cast<Link*>(s.user()); }
 
+    void cork_all(bool on) {
+        for (auto& l : links) {
+            if (l->state != ConnState::Up) continue;
+            if (Stream* s = l->ref.get()) on ? s->cork() : s->uncork();
+        }
+    }
+
     void on_open(Stream& s) override {
         Link* l = link_of(s);
         if (!l) return;
@@ -186,7 +193,11 @@ struct Channel::Impl final : StreamHandler {
         Link* l = link_of(s);
         if (!l) return;
         for (const Slice& d : data) st.bytes_in += d.size();
+        // Calls the continuations make while this delivery is decoded leave
+        // together, one write per connection.
+        cork_all(true);
         Decoder::DecodeError err = l->dec->feed(data, *l);
+        cork_all(false);
         if (err != Decoder::DecodeError::None) {
             ++st.protocol_errors;
             last_error = fmt::format("malformed reply from {}:{}: {}", current.ip.to_string(), current.port,

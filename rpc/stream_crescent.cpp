@@ -60,7 +60,7 @@ public:
 
     bool send(std::span<Slice> iov) override {
         if (!open_ || closing_) return false;
-        if (backlog_.empty() && connected_) {
+        if (backlog_.empty() && connected_ && !corked_) {
             size_t n = 0;
             for (const Slice& s : iov) n += s.size();
             if (n == 0) return true;
@@ -70,12 +70,25 @@ public:
                 return true;
             }
         }
+        const bool blocked = !backlog_.empty() && !corked_;
         backlog_.push(iov);
         stats_.backlog_peak = std::max<uint64_t>(stats_.backlog_peak, backlog_.bytes());
-        if (connected_) flush();
+        if (corked_) return true;
+        if (connected_ && !blocked) flush();
         return true;
     }
     size_t backlog_bytes() const override { return backlog_.bytes(); }
+
+    void cork() override {
+        if (corked_) return;
+        corked_ = true;
+        corked_blocked_ = !backlog_.empty();  // bytes were already waiting for on_writable()
+    }
+    void uncork() override {
+        if (!corked_) return;
+        corked_ = false;
+        if (connected_ && open_ && !corked_blocked_ && !backlog_.empty()) flush();
+    }
 
     void pause_reading(bool paused) override {
         if (paused_ == paused) return;
@@ -108,7 +121,7 @@ public:
     void connected() {
         connected_ = true;
         handler_->on_open(*this);
-        if (!backlog_.empty()) flush();
+        if (!backlog_.empty() && !corked_) flush();
     }
     void data(std::span<Slice> d) {
         if (paused_ || !held_.empty()) {
@@ -125,7 +138,10 @@ public:
         if (!rx_.empty()) deliver(std::span<Slice>(rx_));
         rx_.clear();
     }
-    void writable() { flush(); }
+    void writable() {
+        if (!corked_) flush();
+        else corked_blocked_ = false;  // space is back: uncork() sends
+    }
     void peer_closed() { handler_->on_peer_closed(*this); }
     void closed(CloseReason why) {
         open_ = false;
@@ -188,6 +204,8 @@ private:
     }
 
     Conn c_;
+    bool corked_ = false;
+    bool corked_blocked_ = false;  // corked while bytes waited for on_writable()
     bool connected_ = false;
     bool closing_ = false;
     bool resume_armed_ = false;

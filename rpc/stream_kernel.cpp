@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -100,7 +101,7 @@ public:
 
     bool send(std::span<Slice> iov) override {
         if (!open_ || closing_) return false;
-        if (backlog_.empty() && connected_) {
+        if (backlog_.empty() && connected_ && !corked_) {
             size_t total = 0;
             for (const Slice& s : iov) total += s.size();
             if (total == 0) return true;
@@ -127,6 +128,17 @@ public:
         return true;
     }
     size_t backlog_bytes() const override { return backlog_.bytes(); }
+
+    void cork() override {
+        if (corked_) return;
+        corked_ = true;
+        corked_blocked_ = !backlog_.empty();  // already waiting for EPOLLOUT
+    }
+    void uncork() override {
+        if (!corked_) return;
+        corked_ = false;
+        if (connected_ && open_ && !corked_blocked_) flush();
+    }
 
     void pause_reading(bool paused) override {
         if (paused_ == paused) return;
@@ -171,7 +183,10 @@ private:
             opened();
             if (!open_) return;
         }
-        if (ev & EPOLLOUT) flush();
+        if (ev & EPOLLOUT) {
+            if (corked_) corked_blocked_ = false;  // room again: uncork() writes
+            else flush();
+        }
         if (open_ && (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) read_some();
     }
 
@@ -247,11 +262,11 @@ private:
     // writev() as much as the socket takes; -1 after an error (finish() called).
     ssize_t write_iov(std::span<Slice> s) {
         size_t done = 0;
+        thread_local std::array<iovec, IOV_MAX> iov;  // the most one writev() takes
         while (!s.empty()) {
-            iovec iov[64];
             size_t k = 0;
-            for (; k < s.size() && k < 64; ++k) iov[k] = {s[k].data(), s[k].size()};
-            ssize_t n = ::writev(fd_, iov, int(k));
+            for (; k < s.size() && k < iov.size(); ++k) iov[k] = {s[k].data(), s[k].size()};
+            ssize_t n = ::writev(fd_, iov.data(), int(k));
             if (n < 0) {
                 if (errno == EINTR) continue;
                 if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -338,6 +353,8 @@ private:
     StreamOptions o_;
     bool connected_;
     bool closing_ = false;
+    bool corked_ = false;
+    bool corked_blocked_ = false;  // corked while bytes waited for EPOLLOUT
     bool eof_ = false;
     bool read_armed_ = false;
     TimerId connect_timer_ = 0;

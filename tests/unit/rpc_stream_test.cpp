@@ -249,3 +249,40 @@ TEST_CASE("stream: kernel streams close with the engine (at_stop): handlers told
     CHECK((snd.why == "Connection reset by peer" || snd.why == "closed" || snd.why == "Broken pipe"));
     CHECK(rpc::live_streams(bed.a()) == 0);
 }
+
+TEST_CASE("stream: cork/uncork hands a batch of sends to the transport at once, both transports",
+          "[rpc][stream]") {
+    test::LeakCheck leaks;
+    test::RingBed bed(8);
+    for (rpc::Transport t : {rpc::Transport::Crescent, rpc::Transport::Kernel}) {
+        EchoHandler echo;
+        std::string err;
+        const uint16_t port = t == rpc::Transport::Crescent ? 7008 : 30008;
+        const Ipv4 ip = t == rpc::Transport::Crescent ? bed.ip_b : Ipv4{0x7f000001};
+        auto acc = rpc::listen(bed.b(), t, port, echo, {}, &err, t == rpc::Transport::Kernel ? ip : Ipv4{});
+        REQUIRE(acc);
+        struct Batch : rpc::StreamHandler {
+            rpc::Stream* s = nullptr;
+            uint64_t received = 0;
+            bool closed = false;
+            void on_open(rpc::Stream& st) override { s = &st; }
+            void on_data(rpc::Stream&, std::span<Slice> d) override {
+                for (auto& x : d) received += x.size();
+            }
+            void on_closed(rpc::Stream&, std::string_view) override { closed = true; }
+        } b;
+        REQUIRE(rpc::connect(bed.a(), t, Endpoint{ip, port}, b, {}, &err));
+        REQUIRE(bed.run_until([&] { return b.s != nullptr; }, 5s));
+        const uint64_t writes = b.s->stats().writes;
+        b.s->cork();
+        for (int i = 0; i < 100; ++i) REQUIRE(b.s->send_copy(std::string(64, char('a' + i % 26))));
+        CHECK(b.s->stats().writes == writes);  // nothing handed over while corked
+        CHECK(b.s->backlog_bytes() == 6400);
+        b.s->uncork();
+        CHECK(b.s->stats().writes == writes + 1);  // one write for all hundred
+        CHECK(b.s->backlog_bytes() == 0);
+        REQUIRE(bed.run_until([&] { return b.received == 6400; }, 5s));
+        b.s->close();
+        REQUIRE(bed.run_until([&] { return b.closed && echo.closed == 1; }, 10s));
+    }
+}

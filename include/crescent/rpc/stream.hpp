@@ -87,6 +87,13 @@ public:
     bool send_copy(std::string_view s) { return send_copy(std::as_bytes(std::span(s.data(), s.size()))); }
     virtual size_t backlog_bytes() const = 0;
 
+    // Batching: while corked, send() only queues; uncork() hands everything
+    // queued to the transport at once (one writev() / Conn::send()). The RPC
+    // layer corks a stream while it handles one delivery of received bytes,
+    // so the replies to pipelined requests leave together. Not nested.
+    virtual void cork() = 0;
+    virtual void uncork() = 0;
+
     // Backpressure: while paused no on_data() is delivered and received bytes
     // stay with the transport (crescent batch mode and kernel: the receive
     // window closes; crescent inline mode: the stream holds them, the window
