@@ -296,6 +296,7 @@ struct Loader {
     std::string first_error;
     rpc::Histogram hist;             // ns, measured completions only
     rpc::ChannelStats final_stats;
+    uint64_t retrans = 0;            // segments the client's connections retransmitted (whole run)
     bool finished = false;           // set when this engine is done (read after run())
 
     void start(Engine& eng, const Options& opts, const std::function<void()>& all_done) {
@@ -351,6 +352,9 @@ struct Loader {
             // Outside any continuation: closing cancels the calls in flight (ignored now).
             phase = Phase::Done;
             final_stats = ch->stats();
+            // Same counters on both transports: crescent's Tcb, the kernel's TCP_INFO.
+            for (const ConnStats& c : ch->connection_stats())
+                retrans += c.retrans_timeout + c.retrans_fast + c.retrans_sack + c.retrans_rescue;
             ch->close();
             e->add_timer(20ms, [this, all_done] {
                 ch.reset();
@@ -450,27 +454,6 @@ struct Loader {
     }
 };
 
-// TcpRetransSegs of this network namespace's kernel TCP (/proc/net/snmp), or -1.
-long long kernel_retrans_segs() {
-    FILE* f = std::fopen("/proc/net/snmp", "r");
-    if (!f) return -1;
-    char names[4096], values[4096];
-    long long r = -1;
-    while (std::fgets(names, sizeof names, f) && std::fgets(values, sizeof values, f)) {
-        if (std::strncmp(names, "Tcp:", 4) != 0) continue;
-        // Find the column of RetransSegs in the header line, read the same column.
-        int col = 0, want = -1;
-        for (char* t = std::strtok(names, " \n"); t; t = std::strtok(nullptr, " \n"), ++col)
-            if (std::strcmp(t, "RetransSegs") == 0) want = col;
-        col = 0;
-        for (char* t = std::strtok(values, " \n"); t; t = std::strtok(nullptr, " \n"), ++col)
-            if (col == want) r = std::atoll(t);
-        break;
-    }
-    std::fclose(f);
-    return r;
-}
-
 std::string json_escape(std::string_view s) {
     std::string out;
     for (char c : s) {
@@ -493,12 +476,10 @@ int run_client(const Options& o) {
     std::function<void()> all_done = [&done, engines, rtp] {
         if (++done == engines) rtp->stop();
     };
-    const long long retrans0 = o.transport == rpc::Transport::Kernel ? kernel_retrans_segs() : -1;
     rt->run([&](Engine& e) { loaders[e.index()]->start(e, o, all_done); });
-    const long long retrans1 = o.transport == rpc::Transport::Kernel ? kernel_retrans_segs() : -1;
 
     rpc::Histogram hist;
-    uint64_t measured = 0, errors = 0, calls = 0;
+    uint64_t measured = 0, errors = 0, calls = 0, retrans_sum = 0;
     bool all_finished = true;
     std::string first_error;
     for (auto& l : loaders) {
@@ -506,6 +487,7 @@ int run_client(const Options& o) {
         measured += l->measured;
         errors += l->errors;
         calls += l->completed;
+        retrans_sum += l->retrans;
         all_finished = all_finished && l->finished;
         if (first_error.empty() && !l->first_error.empty()) first_error = l->first_error;
     }
@@ -533,7 +515,7 @@ int run_client(const Options& o) {
     const double gbit = rps * double(o.size + o.resp_size) * 8 / 1e9;
     auto us = [&](double p) { return double(hist.percentile(p)) / 1e3; };
     const double p50 = us(50), p90 = us(90), p99 = us(99), p999 = us(99.9), mx = double(hist.max()) / 1e3;
-    const long long retrans = retrans0 >= 0 && retrans1 >= 0 ? retrans1 - retrans0 : -1;
+    const long long retrans = all_finished ? (long long)retrans_sum : -1;
     const std::string tname(rpc::transport_name(o.transport));
     const std::string retrans_s = retrans >= 0 ? std::to_string(retrans) : "-";
 
@@ -568,8 +550,8 @@ int run_client(const Options& o) {
     std::printf("# %s: closed loop, %u call%s in flight per connection, %u connection%s per server engine x %u "
                 "server engine%s x %u client engine%s; %.1f s after %.1f s warm-up. transport crescent = user-space "
                 "TCP; kernel = kernel TCP sockets driven by the same busy-polling engine loop (epoll, idle_spin 0). "
-                "Gbit/s counts request + response data; retrans = client-namespace kernel TcpRetransSegs (kernel "
-                "transport only)\n",
+                "Gbit/s counts request + response data; retrans = segments the client's connections retransmitted "
+                "(crescent's TCP counters or the kernel's TCP_INFO)\n",
                 kProg, o.iodepth, o.iodepth > 1 ? "s" : "", o.conns, o.conns > 1 ? "s" : "", o.server_engines,
                 o.server_engines > 1 ? "s" : "", engines, engines > 1 ? "s" : "", o.duration, o.warmup);
     std::printf("# %-20s %-9s %7s %7s %7s %12s %8s %8s %8s %8s %8s %9s %6s %7s\n", "label", "transport", "size", "resp",

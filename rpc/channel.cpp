@@ -537,6 +537,13 @@ size_t Channel::queued() const { return impl_->queue.size(); }
 Endpoint Channel::current_server() const { return impl_->current; }
 const std::string& Channel::last_error() const { return impl_->last_error; }
 const ChannelStats& Channel::stats() const { return impl_->st; }
+
+std::vector<ConnStats> Channel::connection_stats() const {
+    std::vector<ConnStats> v;
+    for (auto& l : impl_->links)
+        if (Stream* s = l->ref.get(); s && l->state == Impl::ConnState::Up) v.push_back(s->conn_stats());
+    return v;
+}
 Engine& Channel::engine() const { return impl_->e; }
 
 std::vector<MethodStats> Channel::method_stats() const {

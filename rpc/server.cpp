@@ -254,6 +254,12 @@ bool Server::listen(Transport t, uint16_t port, std::string* err, Ipv4 bind_ip) 
     return true;
 }
 
+std::vector<ConnStats> Server::connection_stats() const {
+    std::vector<ConnStats> v;
+    for (const Session* ss : sessions_) v.push_back(ss->stream.conn_stats());
+    return v;
+}
+
 std::vector<MethodStats> Server::method_stats() const {
     std::vector<MethodStats> v;
     for (const Method& m : methods_)

@@ -116,6 +116,7 @@ public:
     }
     Endpoint local() const override { return c_.local(); }
     Endpoint remote() const override { return c_.remote(); }
+    ConnStats conn_stats() const override { return c_.stats(); }
 
     // --- from the Glue ---
     void connected() {

@@ -21,7 +21,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h>  // struct tcp_info with the RFC 4898 counters (glibc's is older)
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -158,6 +158,38 @@ public:
     }
     Endpoint local() const override { return local_; }
     Endpoint remote() const override { return remote_; }
+    ConnStats conn_stats() const override {
+        ConnStats c;
+        c.state = open_ ? "ESTABLISHED" : "CLOSED";
+        tcp_info ti{};
+        socklen_t len = sizeof ti;
+        if (fd_ < 0 || getsockopt(fd_, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return c;
+        static constexpr std::string_view kStates[] = {"?", "ESTABLISHED", "SYN-SENT", "SYN-RECEIVED",
+                                                       "FIN-WAIT-1", "FIN-WAIT-2", "TIME-WAIT", "CLOSED",
+                                                       "CLOSE-WAIT", "LAST-ACK", "LISTEN", "CLOSING"};
+        if (ti.tcpi_state < std::size(kStates)) c.state = kStates[ti.tcpi_state];
+        c.snd_mss = ti.tcpi_snd_mss;
+        c.snd_wscale = ti.tcpi_snd_wscale;
+        c.rcv_wscale = ti.tcpi_rcv_wscale;
+        c.sack_ok = ti.tcpi_options & TCPI_OPT_SACK;
+        c.ts_ok = ti.tcpi_options & TCPI_OPT_TIMESTAMPS;
+        c.ecn_ok = ti.tcpi_options & TCPI_OPT_ECN;
+        c.cwnd = ti.tcpi_snd_cwnd * ti.tcpi_snd_mss;
+        c.ssthresh = ti.tcpi_snd_ssthresh >= 0x7fffffff / std::max(1u, ti.tcpi_snd_mss)
+                         ? 0x7fffffff
+                         : ti.tcpi_snd_ssthresh * ti.tcpi_snd_mss;
+        c.bytes_in_flight = ti.tcpi_unacked * ti.tcpi_snd_mss;
+        c.srtt = std::chrono::microseconds(ti.tcpi_rtt);
+        c.rttvar = std::chrono::microseconds(ti.tcpi_rttvar);
+        c.rto = std::chrono::microseconds(ti.tcpi_rto);
+        c.bytes_in = ti.tcpi_bytes_received;
+        c.bytes_out = ti.tcpi_bytes_acked;
+        c.segs_in = ti.tcpi_segs_in;
+        c.segs_out = ti.tcpi_segs_out;
+        c.bytes_retransmitted = ti.tcpi_bytes_retrans;
+        c.retrans_timeout = ti.tcpi_total_retrans;
+        return c;
+    }
 
     void opened() {
         connected_ = true;

@@ -152,6 +152,18 @@ void echo_load(RingBed& bed, rpc::Transport t, uint16_t port, unsigned calls, un
         CHECK(m.latency.count() == calls);
     }
     if (defer) CHECK(svc.deferred_done == calls);
+    // TCP state through either transport: crescent's Tcb counters or the kernel's TCP_INFO.
+    auto cs = ch.connection_stats();
+    REQUIRE(cs.size() == 2);
+    uint64_t out = 0;
+    for (const ConnStats& c : cs) {
+        CHECK(c.state == std::string_view("ESTABLISHED"));
+        CHECK(c.segs_out > 0);
+        CHECK(c.snd_mss > 0);
+        out += c.bytes_out;
+    }
+    CHECK(out >= ch.stats().bytes_out / 2);  // kernel: bytes acked so far
+    CHECK(svc.srv.connection_stats().size() == 2);
     ch.close();
     bed.run_for(30ms);
 }

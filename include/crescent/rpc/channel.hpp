@@ -126,6 +126,8 @@ public:
     const std::string& last_error() const;
 
     const ChannelStats& stats() const;
+    // TCP state and counters of the connections that are up (Stream::conn_stats).
+    std::vector<ConnStats> connection_stats() const;
     // Client-side per-method stats: calls, statuses, bytes, latency.
     std::vector<MethodStats> method_stats() const;
     Engine& engine() const;

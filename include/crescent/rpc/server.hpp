@@ -152,6 +152,8 @@ public:
     // One entry per registered method (and one for unknown methods, id ~0u).
     std::vector<MethodStats> method_stats() const;
     size_t connections() const { return st_.connections_open; }
+    // TCP state and counters of the open connections (Stream::conn_stats).
+    std::vector<ConnStats> connection_stats() const;
     Engine& engine() const { return e_; }
 
     struct Session;  // per connection (server.cpp)

@@ -109,6 +109,11 @@ public:
 
     virtual Endpoint local() const = 0;
     virtual Endpoint remote() const = 0;
+    // The connection's TCP state and counters: crescent's own (Conn::stats),
+    // or the kernel's TCP_INFO mapped onto the same fields (state, MSS,
+    // cwnd/ssthresh in bytes, srtt/rttvar/rto, bytes and segments in/out,
+    // bytes retransmitted; total retransmitted segments in retrans_timeout).
+    virtual ConnStats conn_stats() const = 0;
     Transport transport() const { return transport_; }
     Engine& engine() const { return *engine_; }
     const StreamStats& stats() const { return stats_; }
