@@ -36,122 +36,28 @@ root).
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
 
-SKIP = 77
-TIMEOUT = 30
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTBED = os.path.join(HERE, "..", "..", "tools", "testbed")
-IP_A, IP_B = "10.77.0.1", "10.77.0.2"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nslib  # noqa: E402
+from nslib import IP_A, IP_B, TIMEOUT, Fail, check, sh  # noqa: E402
+
 BLOCKD = BENCH = None
 SLEEP = ["--idle-sleep-us", "100"]
 
 
-class Fail(Exception):
-    pass
+class Bed(nslib.Bed):
+    """blockd in NAME-a (DPDK file prefix <prefix>a), the bench in NAME-b (<prefix>b)."""
 
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
-    print(f"ok: {what}", flush=True)
-
-
-def sh(*args, ns=None, check_rc=True, timeout=TIMEOUT, inp=None):
-    cmd = (["ip", "netns", "exec", ns] if ns else []) + [str(a) for a in args]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=inp)
-    if check_rc and r.returncode != 0:
-        raise Fail(f"{' '.join(cmd)} -> {r.returncode}: {r.stderr.strip()}")
-    return r
-
-
-class Proc:
-    """A process in a namespace; output collected line by line."""
-
-    def __init__(self, ns, argv):
-        self.lines = []
-        self.p = subprocess.Popen(["ip", "netns", "exec", ns] + [str(a) for a in argv],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.t = threading.Thread(target=self._read, daemon=True)
-        self.t.start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def output(self):
-        return "\n".join(self.lines)
-
-    def wait_for(self, pattern, timeout=TIMEOUT):
-        rx = re.compile(pattern)
-        end = time.time() + timeout
-        while time.time() < end:
-            if any(rx.search(l) for l in self.lines):
-                return True
-            if self.p.poll() is not None:
-                time.sleep(0.2)
-                return any(rx.search(l) for l in self.lines)
-            time.sleep(0.05)
-        return False
-
-    def stop(self, timeout=TIMEOUT):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait(5)
-            raise Fail(f"blockd did not exit within {timeout}s of SIGTERM:\n{self.output()[-3000:]}")
-        self.t.join(5)
-        return rc
-
-
-class Bed:
     def __init__(self, case):
-        self.name = f"bd{case[:3]}{os.getpid() % 100000}"
-        self.a, self.b = self.name + "-a", self.name + "-b"
-        self.va, self.vb = self.name + "-va", self.name + "-vb"
-        self.prefix = f"bd{case[:3]}{os.getpid()}"
-        self.procs = []
-        self.files = []
-
-    def __enter__(self):
-        sh(TESTBED, "bpffs")
-        sh(TESTBED, "hugepages", "256")
-        sh(TESTBED, "up", self.name)
-        return self
-
-    def __exit__(self, *exc):
-        for p in self.procs:
-            if p.p.poll() is None:
-                p.p.send_signal(signal.SIGTERM)
-                try:
-                    p.p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.p.kill()
-                    p.p.wait(5)
-        subprocess.run([TESTBED, "down", self.name], timeout=TIMEOUT)
-        for suffix in ("a", "b"):
-            subprocess.run([TESTBED, "clean-hugefiles", self.prefix + suffix], timeout=TIMEOUT)
-        for f in self.files:
-            try:
-                os.unlink(f)
-            except OSError:
-                pass
-        return False
+        super().__init__("bd", case, hugepages=256)
+        self.hugefiles += [self.prefix + "a", self.prefix + "b"]
 
     def blockd(self, *extra):
-        p = Proc(self.a, [BLOCKD, "--iface", self.va, "--file-prefix", self.prefix + "a", "--stats"]
-                 + SLEEP + list(extra))
-        self.procs.append(p)
-        if not p.wait_for(r"engine 0 serving", timeout=TIMEOUT):
-            raise Fail(f"blockd did not come up:\n{p.output()[-3000:]}")
-        return p
+        return self.serve([BLOCKD, "--iface", self.va, "--file-prefix", self.prefix + "a", "--stats"]
+                          + SLEEP + list(extra), "blockd")
 
     def bench(self, *extra, timeout=120):
         argv = [BENCH, "--iface", self.vb, "--file-prefix", self.prefix + "b", "--server", IP_A] + SLEEP
@@ -324,7 +230,7 @@ def case_policy():
             if refused.poll() is None:
                 refused.kill()
                 refused.wait(5)
-            subprocess.run([TESTBED, "clean-hugefiles", bed.prefix + "c"], timeout=TIMEOUT)
+            nslib.clean_hugefiles(bed.prefix + "c")
         line = next((l for l in out.splitlines() if l.startswith("{")), "{}")
         res = json.loads(line)
         print(f"refused client: rc={refused.returncode} {line}")
@@ -334,7 +240,7 @@ def case_policy():
             r = sh(*(kernel_client + ["--file-prefix", bed.prefix + "d", "--bind", IP_B, "--ops", 2000]), ns=bed.b,
                    check_rc=False, timeout=120)
         finally:
-            subprocess.run([TESTBED, "clean-hugefiles", bed.prefix + "d"], timeout=TIMEOUT)
+            nslib.clean_hugefiles(bed.prefix + "d")
         line = next((l for l in r.stdout.splitlines() if l.startswith("{")), None)
         res = json.loads(line) if line else {}
         bench_ok(r, res, "10.77.0.2 over the kernel transport served too")
@@ -381,20 +287,8 @@ CASES = {
 
 def main():
     global BLOCKD, BENCH
-    if len(sys.argv) != 4 or sys.argv[3] not in CASES:
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
-        return 2
-    BLOCKD, BENCH = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    if sys.argv[3] != "badargs" and os.geteuid() != 0:
-        print("SKIP: needs root")
-        return SKIP
-    try:
-        CASES[sys.argv[3]]()
-    except Fail as e:
-        print(f"FAIL: {e}")
-        return 1
-    print("PASS")
-    return 0
+    (BLOCKD, BENCH), case = nslib.parse_args(__doc__, CASES, 2)
+    return nslib.run(CASES[case], None if case == "badargs" else nslib.need_root())
 
 
 if __name__ == "__main__":

@@ -42,17 +42,14 @@ import io
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 
-SKIP = 77
-TIMEOUT = 30
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTBED = os.path.join(HERE, "..", "..", "tools", "testbed")
-IP_A = "10.77.0.1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nslib  # noqa: E402
+from nslib import IP_A, TIMEOUT, Fail, check, sh  # noqa: E402
+
 PORT, KPORT = 6379, 6380
 KV = None
 PY = "/usr/bin/python3"  # the Debian interpreter that has python3-redis
@@ -61,100 +58,17 @@ ARENA_MB = 768           # 10 000 values of 0..64 KiB are ~320 MiB, held in aren
 HUGEPAGES = 640          # 1.25 GiB: the arena, the RX pool, DPDK's own
 
 
-class Fail(Exception):
-    pass
+class Bed(nslib.Bed):
+    """crescent-kv in NAME-a (DPDK file prefix <prefix>); the clients in NAME-b use kernel TCP."""
 
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
-    print(f"ok: {what}", flush=True)
-
-
-def sh(*args, ns=None, check_rc=True, timeout=TIMEOUT, inp=None):
-    cmd = (["ip", "netns", "exec", ns] if ns else []) + [str(a) for a in args]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=inp)
-    if check_rc and r.returncode != 0:
-        raise Fail(f"{' '.join(cmd)} -> {r.returncode}: {r.stderr.strip()[-2000:]}")
-    return r
-
-
-class Proc:
-    """crescent-kv in namespace A; output collected line by line."""
-
-    def __init__(self, ns, argv):
-        self.lines = []
-        self.p = subprocess.Popen(["ip", "netns", "exec", ns] + [str(a) for a in argv],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.t = threading.Thread(target=self._read, daemon=True)
-        self.t.start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def output(self):
-        return "\n".join(self.lines)
-
-    def wait_for(self, pattern, timeout=TIMEOUT):
-        rx = re.compile(pattern)
-        end = time.time() + timeout
-        while time.time() < end:
-            if any(rx.search(l) for l in self.lines):
-                return True
-            if self.p.poll() is not None:
-                time.sleep(0.2)
-                return any(rx.search(l) for l in self.lines)
-            time.sleep(0.05)
-        return False
-
-    def stop(self, timeout=TIMEOUT):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait(5)
-            raise Fail(f"crescent-kv did not exit within {timeout}s of SIGTERM:\n{self.output()[-3000:]}")
-        self.t.join(5)
-        return rc
-
-
-class Bed:
     def __init__(self, case):
-        self.name = f"kv{case[:3]}{os.getpid() % 100000}"
-        self.a, self.b = self.name + "-a", self.name + "-b"
-        self.va, self.vb = self.name + "-va", self.name + "-vb"
-        self.prefix = f"kv{case[:3]}{os.getpid()}"
-        self.procs = []
-
-    def __enter__(self):
-        sh(TESTBED, "bpffs")
-        sh(TESTBED, "hugepages", HUGEPAGES)
-        sh(TESTBED, "up", self.name)
-        return self
-
-    def __exit__(self, *exc):
-        for p in self.procs:
-            if p.p.poll() is None:
-                p.p.send_signal(signal.SIGTERM)
-                try:
-                    p.p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.p.kill()
-                    p.p.wait(5)
-        subprocess.run([TESTBED, "down", self.name], timeout=TIMEOUT)
-        subprocess.run([TESTBED, "clean-hugefiles", self.prefix], timeout=TIMEOUT)
-        return False
+        super().__init__("kv", case, hugepages=HUGEPAGES)
+        self.hugefiles.append(self.prefix)
 
     def kv(self, *extra):
-        p = Proc(self.a, [KV, "--iface", self.va, "--file-prefix", self.prefix, "--port", PORT,
-                          "--kernel-port", KPORT, "--arena-mb", ARENA_MB, "--stats"] + SLEEP + list(extra))
-        self.procs.append(p)
-        if not p.wait_for(r"engine 0 serving", timeout=60):
-            raise Fail(f"crescent-kv did not come up:\n{p.output()[-3000:]}")
-        return p
+        return self.serve([KV, "--iface", self.va, "--file-prefix", self.prefix, "--port", PORT,
+                           "--kernel-port", KPORT, "--arena-mb", ARENA_MB, "--stats"] + SLEEP + list(extra),
+                          "crescent-kv", timeout=60)
 
 
 # ---- (a) redis-benchmark ---------------------------------------------------------------
@@ -396,29 +310,19 @@ def case_badargs():
 CASES = {"crescent": case_crescent, "kernel": case_kernel, "badargs": case_badargs}
 
 
+def redis_missing():
+    """None when redis-benchmark, redis-cli and PY's redis module are there, else what is missing."""
+    if not shutil.which("redis-benchmark") or not shutil.which("redis-cli"):
+        return "needs redis-benchmark and redis-cli (Debian redis-tools)"
+    if subprocess.run([PY, "-c", "import redis"], capture_output=True).returncode != 0:
+        return f"{PY} cannot import redis (Debian python3-redis)"
+    return None
+
+
 def main():
     global KV
-    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
-        return 2
-    KV = os.path.abspath(sys.argv[1])
-    if sys.argv[2] != "badargs":
-        if os.geteuid() != 0:
-            print("SKIP: needs root")
-            return SKIP
-        if not shutil.which("redis-benchmark") or not shutil.which("redis-cli"):
-            print("SKIP: needs redis-benchmark and redis-cli (Debian redis-tools)")
-            return SKIP
-        if subprocess.run([PY, "-c", "import redis"], capture_output=True).returncode != 0:
-            print(f"SKIP: {PY} cannot import redis (Debian python3-redis)")
-            return SKIP
-    try:
-        CASES[sys.argv[2]]()
-    except Fail as e:
-        print(f"FAIL: {e}")
-        return 1
-    print("PASS")
-    return 0
+    (KV,), case = nslib.parse_args(__doc__, CASES, 1)
+    return nslib.run(CASES[case], None if case == "badargs" else nslib.need_root() or redis_missing())
 
 
 if __name__ == "__main__":
