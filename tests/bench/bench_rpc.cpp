@@ -672,10 +672,12 @@ int run_e2e(unsigned rounds, double seconds, bool crescent, bool kernel) {
 
 // ---- 3. callgrind mode ------------------------------------------------------------------
 
-// N calls (or raw exchanges) at depth 1 and nothing else.
-void callgrind_calls(uint64_t calls, bool raw, size_t size) {
+// N calls (or raw exchanges) at depth 1 and nothing else. Returns the frames
+// both engines sent meanwhile.
+uint64_t callgrind_calls(uint64_t calls, bool raw, size_t size) {
     Bed b(false);
     Clients cl(b, E2eConfig{rpc::Transport::Crescent, 1, size});
+    const uint64_t tx0 = b.bed.a().stats().tx_packets + b.bed.b().stats().tx_packets;
     if (raw) {
         cl.raw.limit = calls;
         cl.raw.start();
@@ -687,15 +689,18 @@ void callgrind_calls(uint64_t calls, bool raw, size_t size) {
         if (!b.bed.run_until([&] { return cl.rpc.done >= calls; }, 600s)) die("callgrind mode: calls not done");
         if (cl.rpc.bad) die("callgrind mode: wrong replies: " + cl.rpc.first_bad);
     }
+    const uint64_t frames = b.bed.a().stats().tx_packets + b.bed.b().stats().tx_packets - tx0;
     cl.rpc.running = cl.raw.running = false;
     cl.close(b);
+    return frames;
 }
 
 int run_callgrind(uint64_t calls, bool raw, size_t size) {
-    callgrind_calls(calls, raw, size);
+    const uint64_t frames = callgrind_calls(calls, raw, size);
     check_no_leak("callgrind mode");
-    std::printf("%s %llu %s, depth 1, %zu B data, crescent over net_ring\n", raw ? "raw" : "rpc",
-                (unsigned long long)calls, raw ? "exchanges" : "calls", size);
+    std::printf("%s %llu %s, depth 1, %zu B data, crescent over net_ring: %.2f frames sent per %s\n", raw ? "raw" : "rpc",
+                (unsigned long long)calls, raw ? "exchanges" : "calls", size, double(frames) / double(calls),
+                raw ? "exchange" : "call");
     return 0;
 }
 
