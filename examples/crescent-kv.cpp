@@ -29,6 +29,14 @@
 // Backpressure: a client whose send backlog is above 4 MiB is not read (its
 // pipeline stops being parsed) until the backlog has drained.
 //
+// Receive ring: 2048 RX descriptors (--rx-ring), twice the library's default.
+// Over AF_XDP a frame that arrives while the XSK RX ring is full is dropped
+// by the kernel and must be retransmitted by the client: fast retransmits at
+// best, a 200 ms+ RTO (1 s for a lost SYN) at worst. Many pipelining clients
+// writing large values (redis-benchmark -c 50 -P 16 -d 4096: up to 3.3 MB in
+// flight) overflowed 1024 whenever the engine was off its CPU or inside a
+// system call for a while; see BENCHMARKS.md, "RPC (issue 9)".
+//
 // Expiry: lazily on access, plus an active step per engine every 1/--hz
 // seconds that removes up to 1000 expired keys in deadline order (again after
 // 1 ms while it keeps finding that many).
@@ -66,6 +74,7 @@ using namespace crescent::kv;
 
 constexpr size_t kBacklogPause = 4u << 20; // stop reading a client above this much unsent reply
 constexpr size_t kExpireStepKeys = 1000;   // active expiry: keys per step
+constexpr uint16_t kRxRing = 2048;         // RX descriptors (the library's default is 1024; see the header)
 
 struct Options {
     RuntimeOptions rt;
@@ -100,6 +109,9 @@ const char* usage =
     "  --max-bulk BYTES   largest argument accepted (default 536870912, Redis's proto-max-bulk-len)\n"
     "  --maxclients N     connections per engine (default 10000)\n"
     "  --hz N             active expiry steps per second (default 10)\n"
+    "  --rx-ring N        RX descriptors of the engine's queue, a power of two in 64..4096 (default 2048)\n"
+    "  --rcv-buf BYTES    crescent TCP receive window ceiling per connection (default 1048576)\n"
+    "  --snd-buf BYTES    crescent TCP send buffer per connection (default 1048576)\n"
     "  --stats            print per-engine counters on exit\n"
     "  --show-plan        print the port plan and exit\n"
     "  --file-prefix P, --no-huge, --copy-rx, --burst N, --idle-sleep-us N, --impair SPEC,\n"
@@ -107,6 +119,7 @@ const char* usage =
 
 Options parse(int argc, char** argv) {
     Options o;
+    o.rt.rx_ring = kRxRing;
     examples::Cli cli("crescent-kv", argc, argv, usage);
     while (cli.next()) {
         if (cli.runtime_option(o.rt)) continue;
@@ -124,6 +137,9 @@ Options parse(int argc, char** argv) {
         else if (a == "--max-bulk") o.limits.max_bulk_len = cli.number(1, 512ull << 20);
         else if (a == "--maxclients") o.maxclients = unsigned(cli.number(1, 1000000));
         else if (a == "--hz") o.hz = unsigned(cli.number(1, 500));
+        else if (a == "--rx-ring") o.rt.rx_ring = uint16_t(cli.number(64, 4096));
+        else if (a == "--rcv-buf") o.rt.engine.conn.rcv_buf = uint32_t(cli.number(4096, 1u << 30));
+        else if (a == "--snd-buf") o.rt.engine.conn.snd_buf = uint32_t(cli.number(4096, 1u << 30));
         else if (a == "--burst") o.rt.engine.burst = uint16_t(cli.number(1, 512));
         else if (a == "--idle-sleep-us") {
             o.rt.engine.idle_sleep = std::chrono::microseconds(cli.number(1, 1000000));

@@ -45,6 +45,13 @@ struct RuntimeOptions {
     bool no_huge = false;              // EAL --no-huge (tests without hugepages)
     size_t arena_bytes = 64u << 20;    // zbuf arena (send_copy, received payloads)
     bool zero_copy_rx = true;          // RX pools in the arena: payloads are not copied
+    // RX descriptors per queue (0 = 1024): the frames that can wait for the
+    // engine's next poll. With AF_XDP this is the XSK RX ring, and a frame
+    // that finds it full is dropped by the kernel (XDP redirect -ENOBUFS,
+    // counted in the interface's rx_queue_N_drops), to be retransmitted by
+    // the peer. A power of two in 64..4096; the RX pool holds 8 mbufs per
+    // descriptor and the arena grows to hold it (4 KiB objs at MTU 1500).
+    uint16_t rx_ring = 0;
     std::string log_level = "notice";  // EAL log level
 
     // Static addressing (eal mode; devices with no kernel netdev):

@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -132,6 +133,9 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
     if (o.cores == 0 || o.cores > 64) return fail(fmt::format("--cores {} is out of range (1..64)", o.cores));
     if (o.engine.burst == 0 || o.engine.burst > 512)
         return fail(fmt::format("burst {} is out of range (1..512)", o.engine.burst));
+    if (o.rx_ring != 0 && (o.rx_ring < 64 || o.rx_ring > 4096 || (o.rx_ring & (o.rx_ring - 1)) != 0))
+        return fail(fmt::format("RX ring of {} descriptors: give a power of two in 64..4096", o.rx_ring));
+    const uint32_t rx_ring = o.rx_ring != 0 ? o.rx_ring : 1024;
 
     auto impl = std::make_unique<Impl>();
     impl->opt = o;
@@ -204,7 +208,9 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
     // (Luna §6.2 step 1) and the engine hands them on without a copy.
     {
         zbuf::Config zc;
-        zc.bytes = o.arena_bytes + size_t(o.cores) * (40u << 20);  // + RX pool zones per queue
+        // + RX pool zones per queue: 8 mbufs of 4 KiB per descriptor and room
+        // to spare, 40 KiB per descriptor (40 MiB at the default 1024).
+        zc.bytes = o.arena_bytes + size_t(o.cores) * size_t(std::max<uint32_t>(rx_ring, 1024)) * (40u << 10);
         std::string e;
         impl->arena = zbuf::dpdk::create_arena(zc, &e);
         if (!impl->arena) return fail(fmt::format("zbuf arena of {} MiB: {}", zc.bytes >> 20, e));
@@ -212,6 +218,7 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
 
     dev::PortConfig pc;
     pc.queues = uint16_t(o.cores);
+    pc.rx_desc = uint16_t(rx_ring);
     pc.rx_arena = o.zero_copy_rx ? impl->arena.get() : nullptr;
     if (dev::Status st = impl->dev->open_port(impl->dev->default_port(), pc, &impl->port); !st)
         return fail(st.message());

@@ -35,7 +35,8 @@ redis-benchmark / python3-redis).
             plus one keyspace behind both ports: a value written through one
             transport is read back through the other.
   badargs   one-line errors for bad options; --cores 2 without --shard is
-            refused with the reason (no root needed).
+            refused with the reason; --rx-ring 100 (not a power of two) is
+            refused by Runtime::start (no root needed).
 """
 import csv
 import io
@@ -256,6 +257,7 @@ def case_crescent():
     with Bed("crescent") as bed:
         srv = bed.kv()
         check("kernel port 6380" in srv.output(), "crescent-kv serves port 6379 (crescent) and 6380 (kernel)")
+        check("rings 2048/" in srv.output(), "crescent-kv's queue has 2048 RX descriptors (its --rx-ring default)")
         check(cli(bed, PORT, "PING") == "PONG", "redis-cli PING -> PONG over crescent")
         benchmark(bed, PORT)
         pyclient(bed, PORT)
@@ -303,6 +305,12 @@ def case_badargs():
     bad(["--iface", "x", "--kernel-port", "1", "--kernel-bind", "nope"], "not an IPv4 address")
     bad(["--iface", "x", "--hz", "0"], "--hz")
     bad(["--iface", "x", "--bogus"], "unknown option '--bogus'")
+    bad(["--iface", "x", "--rx-ring", "32"], "--rx-ring")
+    # In range but not a power of two: refused by Runtime::start (exit 1), before anything starts.
+    r = subprocess.run([KV, "--iface", "x", "--rx-ring", "100"], capture_output=True, text=True, timeout=TIMEOUT)
+    err = r.stderr.strip()
+    check(r.returncode == 1 and "RX ring of 100 descriptors: give a power of two in 64..4096" in err
+          and len(err.splitlines()) == 1, f"crescent-kv --rx-ring 100 -> one line from the runtime ({err!r})")
     r = subprocess.run([KV, "--help"], capture_output=True, text=True, timeout=TIMEOUT)
     check(r.returncode == 0 and "--kernel-port" in r.stdout and "--shard" in r.stdout, "--help prints the usage")
 
