@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -105,6 +106,26 @@ public:
         else if (is("--app-slots")) rt.app_slots = uint16_t(number(1, 256));
         else if (is("--impair")) rt.impair = value();
         else return false;
+        return true;
+    }
+
+    // The engine-loop flags of the examples that serve in either dispatch
+    // mode: --mode inline|batch, --burst N, --idle-sleep-us N (spin 1000
+    // empty iterations, then nap in epoll up to N us), --arena-mb N.
+    bool engine_option(RuntimeOptions& rt) {
+        if (is("--mode")) {
+            const char* v = value();
+            if (!parse_dispatch_mode(v, &rt.engine.mode)) die(std::string("--mode: '") + v + "' is not inline or batch");
+        } else if (is("--burst")) {
+            rt.engine.burst = uint16_t(number(1, 512));
+        } else if (is("--idle-sleep-us")) {
+            rt.engine.idle_sleep = std::chrono::microseconds(number(1, 1000000));
+            rt.engine.idle_spin = 1000;
+        } else if (is("--arena-mb")) {
+            rt.arena_bytes = size_t(number(16, 1u << 20)) << 20;
+        } else {
+            return false;
+        }
         return true;
     }
 

@@ -93,7 +93,7 @@ Options parse(int argc, char** argv) {
     Options o;
     examples::Cli cli("crescent-blockd-bench", argc, argv, usage);
     while (cli.next()) {
-        if (cli.runtime_option(o.rt)) continue;
+        if (cli.runtime_option(o.rt) || cli.engine_option(o.rt)) continue;
         std::string_view a = cli.flag();
         if (a == "--server") o.server = cli.value();
         else if (a == "--port") o.port = uint16_t(cli.number(1, 65535));
@@ -121,13 +121,7 @@ Options parse(int argc, char** argv) {
             const char* v = cli.value();
             if (!Ipv4::parse(v, &o.bind)) die(std::string("--bind: '") + v + "' is not an IPv4 address");
         }
-        else if (a == "--mode") {
-            const char* v = cli.value();
-            if (!parse_dispatch_mode(v, &o.rt.engine.mode)) die(std::string("--mode: '") + v + "' is not inline or batch");
-        } else if (a == "--idle-sleep-us") {
-            o.rt.engine.idle_sleep = std::chrono::microseconds(cli.number(1, 1000000));
-            o.rt.engine.idle_spin = 1000;
-        } else cli.unknown();
+        else cli.unknown();
     }
     if (o.rt.iface.empty() == o.rt.eal.empty()) die("give exactly one of --iface IFACE or --eal \"ARGS\"");
     if (!o.rt.eal.empty() && o.rt.ip.empty()) die("--eal needs --ip A.B.C.D/LEN (the device has no kernel address)");

@@ -135,7 +135,7 @@ Options parse(int argc, char** argv) {
     Options o;
     examples::Cli cli("crescent-blockd", argc, argv, usage);
     while (cli.next()) {
-        if (cli.runtime_option(o.rt)) continue;
+        if (cli.runtime_option(o.rt) || cli.engine_option(o.rt)) continue;
         std::string_view a = cli.flag();
         if (a == "--port") o.port = uint16_t(cli.number(1, 65535));
         else if (a == "--kernel-port") o.kernel_port = uint16_t(cli.number(1, 65535));
@@ -147,14 +147,6 @@ Options parse(int argc, char** argv) {
         else if (a == "--allow-buffered") o.allow_buffered = true;
         else if (a == "--queue-depth") o.queue_depth = unsigned(cli.number(1, 4096));
         else if (a == "--no-crc") o.crc = false;
-        else if (a == "--mode") {
-            const char* v = cli.value();
-            if (!parse_dispatch_mode(v, &o.rt.engine.mode)) die(std::string("--mode: '") + v + "' is not inline or batch");
-        } else if (a == "--burst") o.rt.engine.burst = uint16_t(cli.number(1, 512));
-        else if (a == "--idle-sleep-us") {
-            o.rt.engine.idle_sleep = std::chrono::microseconds(cli.number(1, 1000000));
-            o.rt.engine.idle_spin = 1000;
-        } else if (a == "--arena-mb") o.rt.arena_bytes = size_t(cli.number(16, 1u << 20)) << 20;
         else if (a == "--stats") o.stats = true;
         else if (a == "--show-plan") o.show_plan = true;
         else if (a == "--allow") o.allow.push_back(parse_allow(cli.value()));

@@ -65,17 +65,10 @@ Options parse(int argc, char** argv) {
     Options o;
     examples::Cli cli("crescent-echo", argc, argv, usage);
     while (cli.next()) {
-        if (cli.runtime_option(o.rt)) continue;
+        if (cli.runtime_option(o.rt) || cli.engine_option(o.rt)) continue;
         std::string_view a = cli.flag();
         if (a == "--port") o.port = uint16_t(cli.number(1, 65535));
-        else if (a == "--mode") {
-            const char* v = cli.value();
-            if (!parse_dispatch_mode(v, &o.rt.engine.mode)) die(std::string("--mode: '") + v + "' is not inline or batch");
-        } else if (a == "--burst") o.rt.engine.burst = uint16_t(cli.number(1, 512));
-        else if (a == "--idle-sleep-us") {
-            o.rt.engine.idle_sleep = std::chrono::microseconds(cli.number(1, 1000000));
-            o.rt.engine.idle_spin = 1000;
-        } else if (a == "--stats") o.stats = true;
+        else if (a == "--stats") o.stats = true;
         else if (a == "--show-plan") o.show_plan = true;
         else if (a == "--copy-rx") o.rt.zero_copy_rx = false;
         else if (a == "--client") o.client = cli.value();

@@ -122,16 +122,12 @@ Options parse(int argc, char** argv) {
     o.rt.rx_ring = kRxRing;
     examples::Cli cli("crescent-kv", argc, argv, usage);
     while (cli.next()) {
-        if (cli.runtime_option(o.rt)) continue;
+        if (cli.runtime_option(o.rt) || cli.engine_option(o.rt)) continue;
         std::string_view a = cli.flag();
         if (a == "--port") o.port = uint16_t(cli.number(1, 65535));
         else if (a == "--kernel-port") o.kernel_port = uint16_t(cli.number(1, 65535));
         else if (a == "--kernel-bind") o.kernel_bind = cli.value();
         else if (a == "--shard") o.shard = true;
-        else if (a == "--mode") {
-            const char* v = cli.value();
-            if (!parse_dispatch_mode(v, &o.rt.engine.mode)) die(std::string("--mode: '") + v + "' is not inline or batch");
-        } else if (a == "--arena-mb") o.rt.arena_bytes = size_t(cli.number(16, 1u << 20)) << 20;
         else if (a == "--copy-max") o.store.copy_max = size_t(cli.number(0, 16384));
         else if (a == "--rx-pin") o.store.rx_pin_budget = size_t(cli.number(0, 1u << 24));
         else if (a == "--max-bulk") o.limits.max_bulk_len = cli.number(1, 512ull << 20);
@@ -140,11 +136,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--rx-ring") o.rt.rx_ring = uint16_t(cli.number(64, 4096));
         else if (a == "--rcv-buf") o.rt.engine.conn.rcv_buf = uint32_t(cli.number(4096, 1u << 30));
         else if (a == "--snd-buf") o.rt.engine.conn.snd_buf = uint32_t(cli.number(4096, 1u << 30));
-        else if (a == "--burst") o.rt.engine.burst = uint16_t(cli.number(1, 512));
-        else if (a == "--idle-sleep-us") {
-            o.rt.engine.idle_sleep = std::chrono::microseconds(cli.number(1, 1000000));
-            o.rt.engine.idle_spin = 1000;
-        } else if (a == "--copy-rx") o.rt.zero_copy_rx = false;
+        else if (a == "--copy-rx") o.rt.zero_copy_rx = false;
         else if (a == "--stats") o.stats = true;
         else if (a == "--show-plan") o.show_plan = true;
         else cli.unknown();

@@ -129,11 +129,8 @@ Options parse(int argc, char** argv) {
     else if (role != "client") die("the first argument must be server or client, not '" + std::string(role) + "'");
     examples::Cli cli(kProg, argc - 1, argv + 1, usage);
     while (cli.next()) {
-        if (cli.runtime_option(o.rt)) continue;
-        if (cli.is("--mode")) {
-            const char* v = cli.value();
-            if (!parse_dispatch_mode(v, &o.rt.engine.mode)) cli.die(std::string("--mode: '") + v + "' is not inline or batch");
-        } else if (cli.is("--stats")) o.stats = true;
+        if (cli.runtime_option(o.rt) || cli.engine_option(o.rt)) continue;
+        if (cli.is("--stats")) o.stats = true;
         else if (cli.is("--show-plan")) o.show_plan = true;
         else if (cli.is("--port")) o.port = uint16_t(cli.number(1, 65535)), o.port_given = true;
         else if (o.server && cli.is("--kernel-port")) o.kernel_port = uint16_t(cli.number(1, 65535));
@@ -168,7 +165,7 @@ Options parse(int argc, char** argv) {
         uint64_t need = 4 * (o.size + o.resp_size + kChunk) * o.iodepth * o.conns * o.server_engines;
         o.rt.arena_bytes = std::max<uint64_t>(o.rt.arena_bytes, std::min<uint64_t>(need, uint64_t(1) << 30));
     }
-    o.rt.engine.idle_spin = 0;  // busy-poll: both transports run in a loop that never sleeps
+    // The engine default idle_spin 0 busy-polls: both transports run in a loop that never sleeps (--idle-sleep-us changes that).
     return o;
 }
 
