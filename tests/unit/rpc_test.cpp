@@ -91,6 +91,14 @@ struct Tally {
     uint64_t ok = 0, bad = 0, done = 0;
     std::map<rpc::Status, uint64_t> by_status;
     std::string last_error;
+    // A continuation that counts the call's outcome here.
+    rpc::Continuation recorder() {
+        return [this](rpc::Reply& r) {
+            ++done;
+            ++by_status[r.status];
+            last_error = std::string(r.error);
+        };
+    }
 };
 
 void echo_load(RingBed& bed, rpc::Transport t, uint16_t port, unsigned calls, unsigned depth, size_t max_size,
@@ -212,11 +220,7 @@ TEST_CASE("rpc: unknown methods, dropped calls, deadlines, late replies, queue b
     REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 5s));
 
     Tally tl;
-    auto record = [&](rpc::Reply& r) {
-        ++tl.done;
-        ++tl.by_status[r.status];
-        tl.last_error = std::string(r.error);
-    };
+    auto record = tl.recorder();
     REQUIRE(ch.call(99, {}, {}, record) == rpc::Status::Ok);
     REQUIRE(bed.run_until([&] { return tl.done == 1; }, 5s));
     CHECK(tl.by_status[rpc::Status::UnknownMethod] == 1);
@@ -266,11 +270,7 @@ TEST_CASE("rpc: a server killed and restarted — in-flight calls fail with the 
     rpc::Channel ch(bed.a(), o);
     REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 5s));
     Tally tl;
-    auto record = [&](rpc::Reply& r) {
-        ++tl.done;
-        ++tl.by_status[r.status];
-        tl.last_error = std::string(r.error);
-    };
+    auto record = tl.recorder();
     for (int i = 0; i < 4; ++i) REQUIRE(ch.call(kNever, {}, {}, record) == rpc::Status::Ok);
     REQUIRE(bed.run_until([&] { return svc->held.size() == 4; }, 5s));
     // Kill: the server's engine resets its connections and goes away.
@@ -285,10 +285,7 @@ TEST_CASE("rpc: a server killed and restarted — in-flight calls fail with the 
     // While it is down, calls wait (and reconnects fail: nothing answers).
     Tally t2;
     for (int i = 0; i < 3; ++i)
-        REQUIRE(ch.call(kEcho, bytes_of("x"), {}, [&](rpc::Reply& r) {
-            ++t2.done;
-            ++t2.by_status[r.status];
-        }) == rpc::Status::Ok);
+        REQUIRE(ch.call(kEcho, bytes_of("x"), {}, t2.recorder()) == rpc::Status::Ok);
     bed.run_for(100ms);
     CHECK(t2.done == 0);
     CHECK(ch.queued() == 3);
@@ -317,10 +314,7 @@ TEST_CASE("rpc: fail-over to the alternate address after failed connects; Unavai
     o.reconnect_max = 5ms;
     rpc::Channel ch(bed.a(), o);
     Tally tl;
-    REQUIRE(ch.call(kEcho, bytes_of("hi"), {}, [&](rpc::Reply& r) {
-        ++tl.done;
-        ++tl.by_status[r.status];
-    }) == rpc::Status::Ok);
+    REQUIRE(ch.call(kEcho, bytes_of("hi"), {}, tl.recorder()) == rpc::Status::Ok);
     REQUIRE(bed.run_until([&] { return tl.done == 1; }, 5s));
     CHECK(tl.by_status[rpc::Status::Ok] == 1);
     CHECK(ch.stats().failovers == 1);
@@ -333,11 +327,7 @@ TEST_CASE("rpc: fail-over to the alternate address after failed connects; Unavai
     o2.reconnect_min = 1ms;
     rpc::Channel none(bed.a(), o2);
     Tally t2;
-    REQUIRE(none.call(kEcho, {}, {}, [&](rpc::Reply& r) {
-        ++t2.done;
-        ++t2.by_status[r.status];
-        t2.last_error = std::string(r.error);
-    }, 30ms) == rpc::Status::Ok);
+    REQUIRE(none.call(kEcho, {}, {}, t2.recorder(), 30ms) == rpc::Status::Ok);
     REQUIRE(bed.run_until([&] { return t2.done == 1; }, 5s));
     CHECK(t2.by_status[rpc::Status::Unavailable] == 1);
     INFO(t2.last_error);
@@ -401,11 +391,7 @@ TEST_CASE("rpc: policies — ACL at connection set-up and per method, rate limit
     rpc::Channel ch(bed.a(), o);
     REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 5s));
     Tally tl;
-    auto record = [&](rpc::Reply& r) {
-        ++tl.done;
-        ++tl.by_status[r.status];
-        tl.last_error = std::string(r.error);
-    };
+    auto record = tl.recorder();
     REQUIRE(ch.call(kEcho, {}, {}, record) == rpc::Status::Ok);
     REQUIRE(ch.call(kPeerPort, {}, {}, record) == rpc::Status::Ok);
     REQUIRE(bed.run_until([&] { return tl.done == 2; }, 5s));
