@@ -37,6 +37,7 @@
 
 #include <crescent/zbuf.hpp>
 
+#include "tests/fuzz/fuzz_support.hpp"
 #include "examples/kv/commands.hpp"
 #include "examples/kv/resp.hpp"
 #include "examples/kv/store.hpp"
@@ -46,27 +47,9 @@ using namespace crescent::kv;
 
 namespace {
 
-[[noreturn]] void fail(const char* what) {
-    std::fprintf(stderr, "fuzz_resp: invariant violated: %s\n", what);
-    std::abort();
-}
+[[noreturn]] void fail(const char* what) { fuzz::fail("fuzz_resp", what); }
 
-zbuf::Arena* arena() {
-    static std::unique_ptr<zbuf::Arena> a = [] {
-        zbuf::Config c;
-        c.backing = zbuf::Backing::Anonymous;
-        c.bytes = 64u << 20;
-        std::string err;
-        auto p = zbuf::Arena::create(c, &err);
-        if (!p) {
-            std::fprintf(stderr, "fuzz_resp: cannot create the zbuf arena: %s\n", err.c_str());
-            std::abort();
-        }
-        return p;
-    }();
-    static zbuf::CoreScope core(0); // the fuzzing thread is core 0 for the whole run
-    return a.get();
-}
+zbuf::Arena* arena() { return fuzz::arena("fuzz_resp"); }
 
 // ---- an independent RESP2 reply checker -----------------------------------------------
 

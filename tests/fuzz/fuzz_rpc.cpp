@@ -32,6 +32,7 @@
 
 #include <crescent/zbuf.hpp>
 
+#include "tests/fuzz/fuzz_support.hpp"
 #include "rpc/framing.hpp"
 
 using namespace crescent;
@@ -40,27 +41,9 @@ using DecodeError = Decoder::DecodeError;
 
 namespace {
 
-[[noreturn]] void fail(const char* what) {
-    std::fprintf(stderr, "fuzz_rpc: invariant violated: %s\n", what);
-    std::abort();
-}
+[[noreturn]] void fail(const char* what) { fuzz::fail("fuzz_rpc", what); }
 
-zbuf::Arena* arena() {
-    static std::unique_ptr<zbuf::Arena> a = [] {
-        zbuf::Config c;
-        c.backing = zbuf::Backing::Anonymous;
-        c.bytes = 64u << 20;
-        std::string err;
-        auto p = zbuf::Arena::create(c, &err);
-        if (!p) {
-            std::fprintf(stderr, "fuzz_rpc: cannot create the zbuf arena: %s\n", err.c_str());
-            std::abort();
-        }
-        return p;
-    }();
-    static zbuf::CoreScope core(0);  // the fuzzing thread is core 0 for the whole run
-    return a.get();
-}
+zbuf::Arena* arena() { return fuzz::arena("fuzz_rpc"); }
 
 uint32_t le32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
 

@@ -27,6 +27,7 @@
 
 #include <crescent/zbuf.hpp>
 
+#include "tests/fuzz/fuzz_support.hpp"
 #include "stack/tcp/host.hpp"
 #include "stack/wire/wire.hpp"
 
@@ -40,10 +41,7 @@ namespace {
 constexpr wire::Ipv4Addr kUs{0x0a000002}, kPeer{0x0a000001};
 constexpr uint16_t kPort = 80, kPeerPort = 5555;
 
-[[noreturn]] void fail(const char* what) {
-    std::fprintf(stderr, "fuzz_tcb: invariant violated: %s\n", what);
-    std::abort();
-}
+[[noreturn]] void fail(const char* what) { fuzz::fail("fuzz_tcb", what); }
 
 class Reader {
 public:
@@ -70,22 +68,7 @@ private:
     size_t n_, i_ = 0;
 };
 
-zbuf::Arena* arena() {
-    static std::unique_ptr<zbuf::Arena> a = [] {
-        zbuf::Config c;
-        c.backing = zbuf::Backing::Anonymous;
-        c.bytes = 64u << 20;
-        std::string err;
-        auto p = zbuf::Arena::create(c, &err);
-        if (!p) {
-            std::fprintf(stderr, "fuzz_tcb: arena: %s\n", err.c_str());
-            std::abort();
-        }
-        return p;
-    }();
-    static zbuf::CoreScope core(0);
-    return a.get();
-}
+zbuf::Arena* arena() { return fuzz::arena("fuzz_tcb"); }
 
 Slice make_payload(std::span<const uint8_t> bytes, size_t len) {
     if (len == 0) return Slice();
