@@ -219,9 +219,10 @@ bool Server::register_method(uint32_t id, std::string name, MethodHandler h) {
     for (uint32_t i = 1; i < methods_.size(); ++i)
         if (!methods_[i].live && methods_[i].id == id) slot = i;  // re-registration keeps its stats
     if (slot == methods_.size()) methods_.push_back(std::move(m));
-    else {
+    else {  // the counters carry on under the new name
+        std::string fresh = std::move(m.stats.name);
         m.stats = std::move(methods_[slot].stats);
-        m.stats.name = m.stats.name.empty() ? std::string() : m.stats.name;
+        m.stats.name = std::move(fresh);
         methods_[slot] = std::move(m);
     }
     if (id < kDirectIds) {
