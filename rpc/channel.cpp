@@ -64,7 +64,7 @@ struct Channel::Impl final : StreamHandler {
         Impl* ch = nullptr;
         uint32_t index = 0;
         ConnState state = ConnState::Down;
-        StreamRef ref;
+        Stream* stream = nullptr;  // from connect() until its on_closed()
         std::optional<Decoder> dec;
         Encoder enc;
         uint32_t inflight = 0;
@@ -141,7 +141,7 @@ struct Channel::Impl final : StreamHandler {
             return;
         }
         s->set_user(&l);
-        l.ref = StreamRef(*s);
+        l.stream = s;
         l.state = ConnState::Connecting;
     }
 
@@ -175,7 +175,7 @@ struct Channel::Impl final : StreamHandler {
     void cork_all(bool on) {
         for (auto& l : links) {
             if (l->state != ConnState::Up) continue;
-            if (Stream* s = l->ref.get()) on ? s->cork() : s->uncork();
+            if (l->stream) on ? l->stream->cork() : l->stream->uncork();
         }
     }
 
@@ -214,7 +214,7 @@ struct Channel::Impl final : StreamHandler {
         s.set_user(nullptr);
         const bool was_up = l->state == ConnState::Up;
         l->state = ConnState::Down;
-        l->ref = StreamRef();
+        l->stream = nullptr;
         l->dec.emplace(o.limits);
         l->enc.release_block();
         std::string reason = fmt::format("connection to {}:{} {}: {}", current.ip.to_string(), current.port,
@@ -330,7 +330,7 @@ struct Channel::Impl final : StreamHandler {
             complete(idx, Status::Internal, {}, {}, "no zbuf memory to encode the request");
             return;
         }
-        Stream* s = l.ref.get();
+        Stream* s = l.stream;
         size_t n = 0;
         for (const Slice& x : out) n += x.size();
         st.bytes_out += n;
@@ -497,7 +497,7 @@ struct Channel::Impl final : StreamHandler {
         for (auto& l : links) {
             if (l->retry) e.cancel_timer(l->retry);
             l->retry = 0;
-            if (Stream* s = l->ref.get()) {
+            if (Stream* s = std::exchange(l->stream, nullptr)) {
                 // The stream outlives us until on_closed: detach it.
                 struct Orphan final : StreamHandler {
                     void on_data(Stream&, std::span<Slice>) override {}
@@ -541,7 +541,7 @@ const ChannelStats& Channel::stats() const { return impl_->st; }
 std::vector<ConnStats> Channel::connection_stats() const {
     std::vector<ConnStats> v;
     for (auto& l : impl_->links)
-        if (Stream* s = l->ref.get(); s && l->state == Impl::ConnState::Up) v.push_back(s->conn_stats());
+        if (l->stream && l->state == Impl::ConnState::Up) v.push_back(l->stream->conn_stats());
     return v;
 }
 Engine& Channel::engine() const { return impl_->e; }

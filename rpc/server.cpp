@@ -30,12 +30,12 @@ struct Server::Session final : MessageSink {
     Decoder dec;
     Encoder enc;
     std::vector<Slice> out;   // scratch: one encoded message
-    Ipv4 peer;
+    Endpoint remote;          // the client (read once: Conn::remote() is a table lookup)
     uint32_t pending = 0;     // calls handed to handlers, not answered yet
     bool refused = false;     // closed at set-up by the ACL
 
     Session(Server& s, Stream& st)
-        : srv(s), stream(st), dec(s.o_.limits), enc(s.o_.header_block), peer(st.remote().ip) {}
+        : srv(s), stream(st), dec(s.o_.limits), enc(s.o_.header_block), remote(st.remote()) {}
 
     void on_message(Message& m) override;
     void send_error(uint64_t call_id, uint32_t method, Status st, std::string_view why);
@@ -123,14 +123,14 @@ void Server::Session::on_message(Message& m) {
     Instant now = v.e_.now();
     // Policies: one predictable branch each when absent.
     if (v.policies_.acl || v.policies_.rate) [[unlikely]] {
-        switch (v.policies_.admit_call(peer, h.method, now)) {
+        switch (v.policies_.admit_call(remote.ip, h.method, now)) {
         case Policies::Decision::Allow: break;
         case Policies::Decision::Denied:
             ++v.st_.refused_acl;
             md.stats.record_status(uint32_t(Status::PermissionDenied));
             if (!one_way)
                 send_error(h.call_id, h.method, Status::PermissionDenied,
-                           fmt::format("{} may not call {}", peer.to_string(), md.stats.name));
+                           fmt::format("{} may not call {}", remote.ip.to_string(), md.stats.name));
             return;
         case Policies::Decision::RateLimited:
             ++v.st_.refused_rate;
@@ -149,7 +149,7 @@ void Server::Session::on_message(Message& m) {
     c.id_ = h.call_id;
     c.one_way_ = one_way;
     c.transport_ = stream.transport();
-    c.peer_ = Endpoint{peer, stream.remote().port};
+    c.peer_ = remote;
     c.received_ = now;
     c.data_len_ = h.data_len;
     c.meta_.assign(m.meta.begin(), m.meta.end());
