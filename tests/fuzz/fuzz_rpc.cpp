@@ -101,17 +101,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const size_t nsplit = cfg & 15;
         const bool one_call = cfg & 16;
         const Limits lim = (cfg & 32) ? Limits{64, 4096} : Limits{};
-        size_t off = 1;
-        std::vector<size_t> raw_splits;
-        for (size_t i = 0; i < nsplit && off + 2 <= size; ++i, off += 2)
-            raw_splits.push_back(size_t(data[off]) | size_t(data[off + 1]) << 8);
-        off = std::min(off, size);
-        const uint8_t* stream = data + off;
-        const size_t len = size - off;
-
-        std::vector<size_t> cuts{0, len};
-        for (size_t s : raw_splits) cuts.push_back(s % (len + 1));
-        std::sort(cuts.begin(), cuts.end());
+        fuzz::Split sp = fuzz::split_input(data, size, nsplit);
+        const uint8_t* stream = sp.stream;
+        const size_t len = sp.len;
+        std::vector<size_t>& cuts = sp.cuts;
 
         Check sink;
         Encoder enc;
