@@ -14,6 +14,9 @@
 //   4. flush TX once (a full TX ring keeps the batch for the next iteration);
 //   5. one non-blocking epoll_wait on the kernel fds the engine owns.
 //
+// An engine without a device (RuntimeOptions::kernel_only) runs only steps 3
+// and 5, spinning or sleeping in that epoll_wait as KernelWait says.
+//
 // Everything here is called from the engine's own thread, including every
 // callback; nothing is thread-safe except Engine::stop(). No call on this API
 // blocks, and none allocates on the steady-state data path except send_copy()
@@ -116,7 +119,9 @@ struct ConnStats {
 
 // Per-engine statistics. Every dropped packet bumps exactly one counter.
 struct EngineStats {
-    uint64_t loops = 0, idle_loops = 0, sleeps = 0;
+    uint64_t loops = 0, idle_loops = 0;
+    uint64_t sleeps = 0;              // waits with a timeout: idle back-off naps; without a
+                                      //   device, KernelWait::Block epoll_waits that may sleep
     uint64_t rx_packets = 0, rx_bytes = 0;
     uint64_t tx_packets = 0, tx_bytes = 0;
     uint64_t tx_ring_full = 0;        // tx bursts that left frames for the next iteration
@@ -238,6 +243,17 @@ public:
 enum class DispatchMode : uint8_t { Inline, Batch };
 bool parse_dispatch_mode(std::string_view s, DispatchMode* out);
 
+// How an engine without a device (RuntimeOptions::kernel_only: kernel sockets
+// in its epoll set, timers, no NIC queue) waits for work. Engines with a
+// device always poll (see EngineConfig::idle_spin).
+enum class KernelWait : uint8_t {
+    Busy,   // spin on epoll_wait(timeout 0): no sleep, no wake-up latency (the tuned kernel baseline)
+    Block,  // sleep in epoll_wait until an fd is ready or the next timer is due: one
+            // epoll_wait per wake-up (an epoll/libev server, Luna's kernel baseline)
+};
+std::string_view kernel_wait_name(KernelWait w);              // "busy", "block"
+bool parse_kernel_wait(std::string_view s, KernelWait* out);  // false when unknown
+
 struct EngineConfig {
     DispatchMode mode = DispatchMode::Inline;
     uint16_t burst = 32;              // RX burst size (1..512)
@@ -248,6 +264,7 @@ struct EngineConfig {
     uint32_t idle_spin = 0;
     Duration idle_sleep = std::chrono::microseconds(100);
     uint32_t epoll_batch = 16;        // events per epoll_wait
+    KernelWait kernel_wait = KernelWait::Busy;  // engines without a device only
 };
 
 using TimerId = uint64_t;
@@ -262,6 +279,8 @@ public:
     Engine& operator=(const Engine&) = delete;
 
     // Accept connections on `port` of this engine's address; `h` must outlive them.
+    // An engine without a device (RuntimeOptions::kernel_only) has no crescent
+    // connections: listen() is InvalidArgument and connect() NoRoute there.
     ListenStatus listen(uint16_t port, Handler& h);
     void unlisten(uint16_t port);
     // Active open from this engine's client-port sub-range (Luna §7.1), so the
@@ -293,7 +312,8 @@ public:
     // applications with their own loop); returns the work done (packets+events).
     void run();
     size_t poll_once();
-    // Any thread, async-signal-safe: the loop returns at the next iteration.
+    // Any thread, async-signal-safe: the loop returns at the next iteration
+    // (a KernelWait::Block loop asleep in epoll_wait is woken through an eventfd).
     void stop();
     bool stopping() const;
 

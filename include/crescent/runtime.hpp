@@ -17,11 +17,21 @@
 // from your own EAL arguments; give the address, MAC and neighbours
 // statically with ip/mac/neighbours/gateway).
 //
+// Or no device at all: `kernel_only` gives engines that serve kernel TCP
+// sockets only (rpc Transport::Kernel, Engine::add_fd) — the same loop, timer
+// wheel, epoll set and zbuf arena, one thread per engine pinned to its own
+// CPU, but no DPDK: no EAL, no hugepages, no runtime files, no root. Their
+// wait policy is EngineConfig::kernel_wait (busy polling or blocking in
+// epoll_wait). listen()/connect() of crescent connections are refused there
+// (InvalidArgument / NoRoute) and local_ip() is 0.0.0.0.
+//
 // Errors are one line naming the cause and what to do. After an error, after
 // the Runtime is destroyed, and after SIGINT/SIGTERM (which make run() return),
 // nothing is left behind: no XDP program, no hugepage or runtime files.
 //
-// One Runtime per process. This header includes no DPDK header.
+// One Runtime per process (EAL starts once per process; the zbuf arena is
+// process-wide). A kernel-only Runtime starts no EAL, so another may start in
+// the same process once it is destroyed. This header includes no DPDK header.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +45,13 @@
 namespace crescent {
 
 struct RuntimeOptions {
-    // Exactly one of the two.
+    // Exactly one of the two (neither with kernel_only).
     std::string iface;                 // Linux interface (AF_XDP + steering)
     std::string eal;                   // EAL arguments, space-separated ("--vdev=net_tap0 ...")
+    // No device: `cores` engines for kernel sockets only (see the header
+    // comment). Used with it: cores, arena_bytes (anonymous memory), engine
+    // (kernel_wait, epoll_batch); impair is refused; the rest is ignored.
+    bool kernel_only = false;
 
     unsigned cores = 1;                // engines (one queue pair and one lcore each)
     std::string file_prefix;           // DPDK --file-prefix ("" = per process)
@@ -102,7 +116,9 @@ public:
     unsigned engine_count() const;
     Engine& engine(unsigned i);
     Ipv4 local_ip() const;
-    std::string describe() const;      // one line: device, address, MTU, offloads, link status
+    // One line: device, address, MTU, offloads, link status; kernel_only:
+    // "kernel TCP only (no device), N engines, wait busy|block".
+    std::string describe() const;
     std::string plan() const;          // the port plan (multi-line; logged at start at info)
     // The port plan these options give, without starting anything ("" + *err
     // when the options are invalid): for a --show-plan option.

@@ -20,6 +20,7 @@
 
 #include <crescent/log.hpp>
 
+#include "stack/engine/null_device.hpp"
 #include "zbuf/dpdk.hpp"
 
 namespace crescent {
@@ -95,8 +96,10 @@ tcp::HostConfig host_config(const EngineParams& p) {
 } // namespace
 
 EngineImpl::EngineImpl(const EngineParams& p)
-    : p_(p), host_(host_config(p)), dev_(p.dev), nexthop_(p.nexthop), arena_(p.arena),
-      mac_(p.dev->mac()), caps_(p.dev->caps()), wheel_(clock_.now()) {
+    : p_(p), host_(host_config(p)), dev_(p.dev ? p.dev : &NullDevice::instance()),
+      nexthop_(p.nexthop ? p.nexthop : &NullNextHop::instance()), arena_(p.arena), mac_(dev_->mac()),
+      caps_(dev_->caps()), wheel_(clock_.now()) {
+    kernel_only_ = p.dev == nullptr;
     if (p_.cfg.burst == 0) p_.cfg.burst = 32;
     if (p_.cfg.burst > 512) p_.cfg.burst = 512;
     if (p_.client_port_lo != 0) {
@@ -109,8 +112,8 @@ EngineImpl::EngineImpl(const EngineParams& p)
     txq_.reserve(1024);
     act_.segments.reserve(64);
     app_act_.segments.reserve(64);
-    rte_mempool* pool = dev_->tx_pool();
-    frame_room_ = uint16_t(rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM);
+    if (rte_mempool* pool = dev_->tx_pool())
+        frame_room_ = uint16_t(rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM);
     if (caps_.multi_segs) {
         // Enough for a full TX ring plus the backlog at a few views per
         // segment; running dry only falls back to copying.
@@ -123,6 +126,8 @@ EngineImpl::EngineImpl(const EngineParams& p)
     }
     epfd_ = epoll_create1(EPOLL_CLOEXEC);
     if (epfd_ < 0) log::core(p_.core)->warn("epoll_create1 failed: {}; add_fd() unavailable", std::strerror(errno));
+    if (kernel_only_ && epfd_ >= 0 && !wake_.open(epfd_))
+        log::core(p_.core)->warn("wake-up eventfd: {}; a blocked loop ends at its next timer", std::strerror(errno));
 }
 
 EngineImpl::~EngineImpl() {
@@ -164,7 +169,7 @@ EngineImpl::ConnState& EngineImpl::register_conn(tcp::ConnId id, Handler* h) {
 // ---- listen / connect / timers / fds --------------------------------------------
 
 ListenStatus EngineImpl::listen(uint16_t port, Handler& h) {
-    if (port == 0) return ListenStatus::InvalidArgument;
+    if (port == 0 || kernel_only_) return ListenStatus::InvalidArgument;
     if (listeners_.count(port)) return ListenStatus::AddressInUse;
     switch (host_.listen(port, p_.cfg.backlog)) {
     case tcp::ListenResult::Ok: break;
@@ -290,6 +295,7 @@ size_t EngineImpl::poll_once() {
 }
 
 void EngineImpl::run() {
+    if (kernel_only_) return run_kernel();
     while (!stopping()) {
         size_t w = poll_once();
         if (p_.cfg.idle_spin == 0) continue;

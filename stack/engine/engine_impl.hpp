@@ -31,6 +31,7 @@
 
 #include "stack/engine/clock.hpp"
 #include "stack/engine/device.hpp"
+#include "stack/engine/kernel_loop.hpp"
 #include "stack/engine/nexthop.hpp"
 #include "stack/engine/timer_wheel.hpp"
 #include "stack/tcp/host.hpp"
@@ -46,7 +47,10 @@ struct EngineParams {
     unsigned count = 1;        // engines in the runtime (client port split)
     unsigned core = 0;         // zbuf core id of the engine's thread
     wire::Ipv4Addr ip;         // the engine's local address
-    Device* dev = nullptr;     // borrowed; outlives the engine
+    // Borrowed; outlive the engine. dev == nullptr: an engine without a device
+    // (kernel-only runtime: kernel fds and timers, run_kernel()); its next hop
+    // may be nullptr too (NullDevice / NullNextHop stand in).
+    Device* dev = nullptr;
     NextHop* nexthop = nullptr;
     zbuf::Arena* arena = nullptr;
     std::array<uint64_t, 2> secret{};  // ISN / SYN-cookie key (random per process)
@@ -91,7 +95,10 @@ public:
     bool remove_fd(int fd);
     void run();
     size_t poll_once();
-    void stop() { stop_.store(true, std::memory_order_relaxed); }
+    void stop() {
+        stop_.store(true, std::memory_order_relaxed);
+        wake_.notify();  // kernel-only: out of a blocking epoll_wait (async-signal-safe)
+    }
     bool stopping() const { return stop_.load(std::memory_order_relaxed); }
     Instant now() const { return clock_.now(); }
     unsigned core() const { return p_.core; }
@@ -100,6 +107,7 @@ public:
     std::pair<uint16_t, uint16_t> client_ports() const { return {port_lo_, port_hi_}; }
     EngineStats stats() const;
     size_t connection_count() const { return host_.connection_count(); }
+    bool kernel_only() const { return kernel_only_; }
     // Abort every open connection (RST) and tell the handlers (EngineStopped).
     void close_all();
 
@@ -178,6 +186,10 @@ private:
     void run_batch_callbacks(Instant now);
     void mark_flush() { need_flush_ = true; }
     void poll_fds(Duration timeout);
+    // The loop of an engine without a device (kernel_loop.cpp): timers and
+    // epoll only, busy or blocking (EngineConfig::kernel_wait); ends with
+    // close_all() like run().
+    void run_kernel();
 
     EngineParams p_;
     Engine* owner_ = nullptr;
@@ -201,6 +213,8 @@ private:
     zbuf::dpdk::AttachPool attach_pool_;
 
     std::atomic<bool> stop_{false};
+    bool kernel_only_ = false;         // no device (p.dev was nullptr): run_kernel()
+    WakeFd wake_;                      // kernel-only: stop() wakes a blocked epoll_wait
     TimerWheel wheel_;
 
     tcp::Actions act_;                 // output of engine-initiated Host calls

@@ -35,6 +35,7 @@
 #include "stack/engine/engine_impl.hpp"
 #include "stack/engine/impair.hpp"
 #include "stack/engine/queue_device.hpp"
+#include "stack/engine/runtime_kernel.hpp"
 #include "zbuf/dpdk.hpp"
 
 namespace crescent {
@@ -104,10 +105,12 @@ struct Runtime::Impl {
     std::vector<std::unique_ptr<engine::NextHop>> nexthops;
     std::vector<std::unique_ptr<Engine>> engines;
     std::vector<unsigned> lcores;                          // lcore of engine i
+    std::unique_ptr<engine::KernelRuntime> kernel;         // kernel_only: threads, signals
     wire::Ipv4Addr ip;
     std::string describe;
 
     ~Impl() {
+        kernel.reset();  // its signal handler stops the engines: first
         engines.clear();
         devs.clear();
         nexthops.clear();
@@ -128,6 +131,17 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
         if (err) *err = with_prefix(std::move(m));
         return std::unique_ptr<Runtime>();
     };
+    if (o.kernel_only) {  // no device, no EAL: runtime_kernel.cpp
+        auto impl = std::make_unique<Impl>();
+        impl->opt = o;
+        std::string e;
+        impl->kernel = engine::KernelRuntime::start(o, &impl->arena, &impl->engines, &e);
+        if (!impl->kernel) return fail(e);
+        impl->describe = impl->kernel->describe();
+        impl->plan = "kernel TCP only: no port plan (the kernel chooses the client ports)";
+        g_stop.store(false);
+        return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+    }
     const bool iface_mode = !o.iface.empty();
     if (iface_mode == !o.eal.empty()) return fail("give exactly one of --iface IFACE or --eal \"ARGS\"");
     if (o.cores == 0 || o.cores > 64) return fail(fmt::format("--cores {} is out of range (1..64)", o.cores));
@@ -331,6 +345,10 @@ int engine_main(void* p) {
 
 void Runtime::run(const std::function<void(Engine&)>& setup) {
     Impl& im = *impl_;
+    if (im.kernel) {  // stop() and signals wake the engines themselves: no watcher
+        im.kernel->run(im.engines, setup);
+        return;
+    }
     std::vector<LaunchArg> args(im.engines.size());
     for (size_t i = 0; i < im.engines.size(); ++i) args[i] = LaunchArg{im.engines[i].get(), &setup};
     Engine& e0 = *im.engines[0];
@@ -362,7 +380,10 @@ void Runtime::stop() {
     for (auto& e : impl_->engines) e->stop();
 }
 
-bool Runtime::stop_requested() { return g_stop.load(std::memory_order_relaxed) || dev::Runtime::stop_requested(); }
+bool Runtime::stop_requested() {
+    return g_stop.load(std::memory_order_relaxed) || dev::Runtime::stop_requested() ||
+           engine::KernelRuntime::signalled();
+}
 unsigned Runtime::engine_count() const { return unsigned(impl_->engines.size()); }
 Engine& Runtime::engine(unsigned i) { return *impl_->engines.at(i); }
 Ipv4 Runtime::local_ip() const { return Ipv4{impl_->ip.v}; }
