@@ -2,12 +2,16 @@
 #include "stack/dev/port.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_errno.h>
+#include <rte_log.h>
 #include <rte_version.h>
 
 #include <crescent/log.hpp>
@@ -29,6 +33,55 @@ constexpr uint32_t kPoolCache = 256; // per-lcore mempool cache (<= RTE_MEMPOOL_
 constexpr uint32_t kFrameOverhead = RTE_ETHER_HDR_LEN + 4 + RTE_ETHER_CRC_LEN;
 
 std::string rte_err() { return rte_strerror(rte_errno); }
+
+// net_memif in the client role (its default) connects to the server's socket
+// when the port starts, and the two processes of a memif bed may start in
+// either order. DPDK 22.11's client never reconnects on its own, and two
+// things make a start that is too early fail: no socket yet (start fails),
+// or a server that has created its socket (at EAL probe) but not yet started
+// its port — it answers "ID not found" and disconnects, leaving the link down
+// for good. So: start until the connect succeeds, then give the handshake
+// (milliseconds once both sides are started) a moment and, while the link is
+// still down, stop and start again, all within `wait_ms`.
+bool is_memif_client(const rte_eth_dev_info& info) {
+    if (info.driver_name == nullptr || std::string_view(info.driver_name) != "net_memif") return false;
+    const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
+    std::string_view args = da && da->args ? da->args : "";
+    return args.find("role=server") == std::string_view::npos && args.find("role=master") == std::string_view::npos;
+}
+
+int start_memif_client(uint16_t port_id, const std::string& name, uint32_t wait_ms) {
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + std::chrono::milliseconds(wait_ms);
+    // The PMD logs each refused connect and disconnect: quiet it meanwhile.
+    const int logtype = rte_log_register("pmd.net.memif");
+    const int level = logtype >= 0 ? rte_log_get_level(uint32_t(logtype)) : -1;
+    if (level >= 0) rte_log_set_level(uint32_t(logtype), RTE_LOG_CRIT);
+    bool told = false;
+    int rc = -1;
+    for (;;) {
+        rc = rte_eth_dev_start(port_id);
+        if (rc == 0) {
+            const auto handshake = std::min(deadline, clock::now() + std::chrono::milliseconds(500));
+            rte_eth_link l{};
+            while (rte_eth_link_get_nowait(port_id, &l) == 0 && l.link_status != RTE_ETH_LINK_UP &&
+                   clock::now() < handshake)
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            // Up, or out of time: the caller's link wait reports a link still down.
+            if (l.link_status == RTE_ETH_LINK_UP || clock::now() >= deadline) break;
+            (void)rte_eth_dev_stop(port_id);  // refused by a server still starting: connect again
+            rc = -ECONNREFUSED;
+        }
+        if (clock::now() >= deadline) break;
+        if (!told) {
+            log::get("dev")->info("port {} (net_memif client): waiting up to {} ms for the memif server", name, wait_ms);
+            told = true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (level >= 0) rte_log_set_level(uint32_t(logtype), uint32_t(level));
+    return rc;
+}
 
 } // namespace
 
@@ -326,9 +379,15 @@ Status Port::open(uint16_t port_id, const PortConfig& cfg, std::unique_ptr<Port>
                                                         p->driver_, q, rte_strerror(-rc)));
     }
 
-    if (int rc = rte_eth_dev_start(port_id); rc != 0)
+    const bool memif_wait = is_memif_client(info) && cfg.memif_peer_wait_ms != 0;
+    int rc = memif_wait ? start_memif_client(port_id, p->name_, cfg.memif_peer_wait_ms) : rte_eth_dev_start(port_id);
+    if (rc != 0)
         return fail(Errc::DeviceFailed,
-                    fmt::format("port {} ({}): start failed: {}", p->name_, p->driver_, rte_strerror(-rc)));
+                    memif_wait
+                        ? fmt::format("port {} (net_memif): no memif server answered on the socket within {} ms: "
+                                      "start the server side, or check socket= and id= in --vdev",
+                                      p->name_, cfg.memif_peer_wait_ms)
+                        : fmt::format("port {} ({}): start failed: {}", p->name_, p->driver_, rte_strerror(-rc)));
     p->started_ = true;
     if (cfg.promiscuous) rte_eth_promiscuous_enable(port_id);
 

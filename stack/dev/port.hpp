@@ -44,6 +44,12 @@ struct PortConfig {
     bool csum_offload = true;    // use IPv4/TCP checksum offload when the device has it
     bool tso = true;             // use TSO when the device has it
     bool promiscuous = false;
+    // net_memif client role: the port connects to its server's socket when it
+    // starts. The two processes of a memif bed may start in either order, so
+    // start is retried (and a connection the server refused while it was still
+    // starting is made again) for up to this long. 0 = one try. Other drivers
+    // and the server role: not used.
+    uint32_t memif_peer_wait_ms = 10000;
     // When set, RX pools are zbuf::dpdk::MbufPools over this arena (RX DMA
     // lands in zbuf objs, zbuf::dpdk::rx_slice turns mbufs into Slices; Luna
     // §6.2 step 1) — laid out as an af_xdp umem on net_af_xdp. The arena must
