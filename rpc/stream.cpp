@@ -80,6 +80,11 @@ size_t live_streams(Engine& e) {
     return n;
 }
 
+void for_each_stream(Engine& e, const std::function<void(Stream&)>& fn) {
+    for (const auto& [id, s] : detail::table().live)
+        if (&s->engine() == &e) fn(*s);
+}
+
 std::unique_ptr<Acceptor> listen(Engine& e, Transport t, uint16_t port, StreamHandler& h, const StreamOptions& o,
                                  std::string* err, Ipv4 bind_ip) {
     if (t == Transport::Crescent) return detail::listen_crescent(e, port, h, o, err);

@@ -13,6 +13,12 @@
 // Send: Conn::send() is all or nothing and bounded by the send buffer; the
 // stream hands over whatever fits and keeps the rest, in order, until
 // on_writable().
+//
+// Copy API (StreamOptions::copy_api, batch mode only; stream_copy.cpp): the
+// same, except that received bytes are copied out with Conn::read() into
+// arena objs and sent ones copied in with Conn::write(), slice by slice (a
+// short write leaves the rest in the backlog for on_writable()). An arena
+// found empty on either path is retried from a 1 ms timer (copy_no_memory).
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -52,7 +58,9 @@ Glue g_glue;  // stateless: shared by every engine and thread
 
 class CrescentStream final : public Stream {
 public:
-    CrescentStream(Engine& e, StreamHandler& h, Conn c, bool connected) : Stream(e, Transport::Crescent, h), c_(c) {
+    CrescentStream(Engine& e, StreamHandler& h, Conn c, bool connected, const StreamOptions& o)
+        : Stream(e, Transport::Crescent, h), c_(c),
+          copy_(o.copy_api && e.dispatch_mode() == DispatchMode::Batch), read_chunk_(o.read_chunk) {
         open_ = true;  // usable from the start: sends before the handshake wait in the backlog
         connected_ = connected;
         c_.set_user(this);
@@ -60,7 +68,7 @@ public:
 
     bool send(std::span<Slice> iov) override {
         if (!open_ || closing_) return false;
-        if (backlog_.empty() && connected_ && !corked_) {
+        if (!copy_ && backlog_.empty() && connected_ && !corked_) {
             size_t n = 0;
             for (const Slice& s : iov) n += s.size();
             if (n == 0) return true;
@@ -135,7 +143,17 @@ public:
     void readable() {
         if (paused_) return;  // stays in the connection: its window closes
         rx_.clear();
-        c_.read_slices(rx_);
+        if (copy_) {
+            bool no_memory = false;
+            const size_t n = copy_in(c_, read_chunk_, rx_, &no_memory);
+            stats_.bytes_copied_in += n;
+            if (no_memory) {
+                ++stats_.copy_no_memory;
+                arm_retry();
+            }
+        } else {
+            c_.read_slices(rx_);
+        }
         if (!rx_.empty()) deliver(std::span<Slice>(rx_));
         rx_.clear();
     }
@@ -173,7 +191,17 @@ private:
     // Hand over what the send buffer takes now; on_writable() brings the rest.
     void flush() {
         const bool had = !backlog_.empty();
-        while (!backlog_.empty()) {
+        if (copy_) {
+            bool no_memory = false;
+            const size_t n = copy_out(c_, backlog_, &stats_.writes, &no_memory);
+            stats_.bytes_out += n;
+            stats_.bytes_copied_out += n;
+            if (no_memory) {
+                ++stats_.copy_no_memory;
+                arm_retry();
+            }
+        }
+        while (!copy_ && !backlog_.empty()) {
             std::span<Slice> p = backlog_.pending();
             size_t space = c_.send_space();
             size_t k = 0, n = 0;
@@ -204,7 +232,25 @@ private:
         }
     }
 
+    // Copy API: an arena found empty; read and write again in 1 ms (nothing
+    // else would: no new data, no on_writable() may come).
+    void arm_retry() {
+        if (retry_armed_) return;
+        retry_armed_ = true;
+        StreamRef ref(*this);
+        engine_->add_timer(std::chrono::milliseconds(1), [ref] {
+            auto* s = static_cast<CrescentStream*>(ref.get());
+            if (!s || !s->open_) return;
+            s->retry_armed_ = false;
+            if (!s->paused_ && s->c_.readable() != 0) s->readable();
+            if (s->open_ && s->connected_ && !s->corked_ && !s->backlog_.empty()) s->flush();
+        });
+    }
+
     Conn c_;
+    const bool copy_;              // StreamOptions::copy_api in a batch-mode engine
+    const size_t read_chunk_;      // copy_api: bytes per read obj
+    bool retry_armed_ = false;     // copy_api: arm_retry() pending
     bool corked_ = false;
     bool corked_blocked_ = false;  // corked while bytes waited for on_writable()
     bool connected_ = false;
@@ -228,7 +274,7 @@ void Glue::on_connected(Conn c) {
         c.abort();
         return;
     }
-    auto* s = new CrescentStream(*e, *it->second.handler, c, true);
+    auto* s = new CrescentStream(*e, *it->second.handler, c, true, it->second.opts);
     s->connected();
 }
 void Glue::on_data(Conn c, std::span<Slice> data) {
@@ -286,7 +332,7 @@ Stream* connect_crescent(Engine& e, Endpoint remote, StreamHandler& h, const Str
     ConnectStatus st = e.connect(remote, g_glue, &c, &o.conn, o.local_port);
     const char* why = nullptr;
     switch (st) {
-    case ConnectStatus::Ok: return new CrescentStream(e, h, c, false);
+    case ConnectStatus::Ok: return new CrescentStream(e, h, c, false, o);
     case ConnectStatus::NoPort: why = "no free client port on this engine"; break;
     case ConnectStatus::NoRoute: why = "no route to the server"; break;
     case ConnectStatus::TooManyConnections: why = "too many connections"; break;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <crescent/engine.hpp>
 #include <crescent/rpc/stream.hpp>
 
 namespace crescent::rpc::detail {
@@ -70,6 +71,21 @@ private:
     size_t head_ = 0;
     size_t bytes_ = 0;
 };
+
+// The copy API path of a crescent stream (StreamOptions::copy_api, batch
+// mode; stream_copy.cpp).
+//
+// copy_in: copies every byte queued on `c` out with Conn::read() into fresh
+// arena objs of at most `chunk` bytes, appended to `out` as slices (the
+// receive window reopens by as much). Returns the bytes read; *no_memory when
+// the arena ran dry first (the rest stays queued in the connection).
+size_t copy_in(Conn c, size_t chunk, std::vector<Slice>& out, bool* no_memory);
+// copy_out: Conn::write()s the backlog's front, slice by slice, until it is
+// empty or the send buffer is full (write() has then armed on_writable()).
+// Returns the bytes written and adds the write() calls to *writes;
+// *no_memory when write() took nothing although there was send space (the
+// arena ran dry: no on_writable() will come).
+size_t copy_out(Conn c, Backlog& b, uint64_t* writes, bool* no_memory);
 
 // Transport entry points (stream_crescent.cpp, stream_kernel.cpp).
 std::unique_ptr<Acceptor> listen_crescent(Engine& e, uint16_t port, StreamHandler& h, const StreamOptions& o,

@@ -320,6 +320,7 @@ public:
     Instant now() const;            // the engine's clock (TSC-derived)
     unsigned core() const;          // zbuf core id of this engine
     unsigned index() const;         // engine index in its runtime (0..n-1)
+    DispatchMode dispatch_mode() const;  // EngineConfig::mode
     Ipv4 local_ip() const;
     std::pair<uint16_t, uint16_t> client_ports() const;  // inclusive sub-range
     EngineStats stats() const;

@@ -921,6 +921,7 @@ bool Engine::stopping() const { return impl_->stopping(); }
 Instant Engine::now() const { return impl_->now(); }
 unsigned Engine::core() const { return impl_->core(); }
 unsigned Engine::index() const { return impl_->index(); }
+DispatchMode Engine::dispatch_mode() const { return impl_->dispatch_mode(); }
 Ipv4 Engine::local_ip() const { return impl_->local_ip(); }
 std::pair<uint16_t, uint16_t> Engine::client_ports() const { return impl_->client_ports(); }
 EngineStats Engine::stats() const { return impl_->stats(); }

@@ -103,6 +103,7 @@ public:
     Instant now() const { return clock_.now(); }
     unsigned core() const { return p_.core; }
     unsigned index() const { return p_.index; }
+    DispatchMode dispatch_mode() const { return p_.cfg.mode; }
     Ipv4 local_ip() const { return Ipv4{p_.ip.v}; }
     std::pair<uint16_t, uint16_t> client_ports() const { return {port_lo_, port_hi_}; }
     EngineStats stats() const;

@@ -71,6 +71,10 @@ struct StreamStats {
     uint64_t reads = 0;              // on_data deliveries
     uint64_t writes = 0;             // transport sends (Conn::send / writev calls)
     uint64_t backlog_peak = 0;       // most bytes ever waiting in the backlog
+    // StreamOptions::copy_api (crescent, batch mode): bytes that went through
+    // Conn::read() / Conn::write() copies instead of zero-copy slices.
+    uint64_t bytes_copied_in = 0, bytes_copied_out = 0;
+    uint64_t copy_no_memory = 0;     // copy_api: a read or write found the arena empty (retried in 1 ms)
 };
 
 class Stream {
@@ -154,13 +158,23 @@ struct StreamOptions {
     ConnOptions conn;                // crescent: TCP options (snd_buf, rcv_buf, cc, ...)
     uint32_t kernel_rcvbuf = 0;      // kernel: SO_RCVBUF (0 = system default)
     uint32_t kernel_sndbuf = 0;      // kernel: SO_SNDBUF
-    uint32_t read_chunk = 16384;     // kernel: bytes per readv() buffer (an arena size class)
+    uint32_t read_chunk = 16384;     // kernel, copy_api: bytes per read buffer (an arena size class)
     bool kernel_nodelay = true;      // kernel: TCP_NODELAY
     bool kernel_reuse_port = false;  // kernel listen: SO_REUSEPORT (one listener per engine on one port)
     Ipv4 kernel_bind_ip;             // kernel active open: source address (0 = the kernel's choice)
     uint16_t local_port = 0;         // active open: a specific local port (0 = any of the engine's)
     Duration connect_timeout = std::chrono::seconds(3);  // kernel active open (crescent: its SYN retries)
     Duration close_linger = std::chrono::seconds(5);     // kernel close(): wait this long for the peer's FIN
+    // Crescent in batch dispatch mode: use the socket-like copy API instead of
+    // zero-copy slices (Luna §5.1's "batch with a copy API"): received bytes
+    // are copied out with Conn::read() into arena objs the stream allocates
+    // (read_chunk bytes each; on_data() gets slices of them), and sent bytes
+    // are copied in with Conn::write() (what the send buffer does not take
+    // waits in the backlog for on_writable()). StreamStats::bytes_copied_in/
+    // _out count them. Ignored in inline mode (bytes arrive in on_data(),
+    // zero-copy, with no read call to make) and by the kernel transport (it
+    // always copies).
+    bool copy_api = false;
 };
 
 // Accepts streams on a port of one engine, over one transport. Destroying it
@@ -187,5 +201,8 @@ Stream* connect(Engine& e, Transport t, Endpoint remote, StreamHandler& h, const
 
 // Streams alive on this engine (all transports).
 size_t live_streams(Engine& e);
+// Calls `fn` for each of them (e.g. to sum their StreamStats); `fn` must not
+// open or close streams. Engine thread only.
+void for_each_stream(Engine& e, const std::function<void(Stream&)>& fn);
 
 } // namespace crescent::rpc
