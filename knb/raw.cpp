@@ -1,0 +1,704 @@
+// knb raw — frame reflector and pinger over a bed's DPDK device: the packet
+// round-trip limit of the bed, no TCP (issue 10). See raw.hpp.
+//
+// Both sides use crescent's stack/dev layer (dev::Runtime for EAL and the
+// port, dev::Queue for the queue pairs, their pools and TX batching) and run
+// one loop per queue on its own lcore (the main lcore runs queue 0), each
+// touching only its queue (share-nothing; results are merged after the loops
+// have returned).
+//
+// Frame (all of it written by the pinger, checked when it returns):
+//   Ethernet  dst = --peer-mac (default broadcast), src = the port's MAC, type 0x88B5
+//   RawHdr    magic, queue, slot, length, sequence number, TSC at send (host order:
+//             both ends run on the same machine)
+//   payload   kPattern from offset (seq mod 256): intact only if every byte is
+// The reflector swaps the MACs and changes nothing else.
+//
+// Counters: every frame a loop receives is either a round trip, `late` (its
+// slot timed out and was reused), `ignored` (not a knb raw frame: e.g. the
+// kernel's IPv6 ND on a veth), or an error (wrong queue, unknown sequence,
+// wrong length, wrong MAC, damaged payload). Frames that do not come back
+// within --timeout-ms are `lost` and replaced. TX that the device refuses
+// stays queued in the dev::Queue batch; a frame the batch cannot take is
+// freed and counted (tx_dropped) — the reflector does not block.
+#include "knb/raw.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <unistd.h>
+
+#include <rte_byteorder.h>
+#include <rte_cycles.h>
+#include <rte_ether.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+
+#include <crescent/rpc/histogram.hpp>
+
+#include "stack/dev/runtime.hpp"
+
+namespace knb {
+
+namespace {
+
+using namespace crescent;
+
+constexpr uint16_t kEtherType = 0x88B5;      // IEEE 802 local experimental ethertype 1
+constexpr uint32_t kMagic = 0x7262'6e6b;     // "knbr"
+constexpr uint32_t kMinFrame = 60;           // Ethernet minimum without FCS
+constexpr uint32_t kMaxFrame = 9014;         // jumbo MTU + Ethernet header (checked against the port's MTU)
+constexpr uint16_t kBurst = 32;
+constexpr unsigned kMaxQueues = 64;
+constexpr uint32_t kMaxDepth = 4096;
+constexpr uint64_t kLinkWaitMs = 10000;      // ping: the peer's link must come up within this
+
+struct RawHdr {
+    uint32_t magic;
+    uint16_t queue;  // the pinger's queue that sent it
+    uint16_t slot;   // in-flight slot, < iodepth
+    uint32_t length; // frame length as sent (Ethernet header included)
+    uint32_t reserved;
+    uint64_t seq;    // per queue, from 1
+    uint64_t tsc;    // rte_rdtsc() when the frame was built
+};
+static_assert(sizeof(RawHdr) == 32);
+constexpr uint32_t kHdrEnd = RTE_ETHER_HDR_LEN + sizeof(RawHdr);
+static_assert(kHdrEnd <= kMinFrame);
+
+// The payload pattern: period 256 (7 is odd), read from offset seq % 256.
+struct Pattern {
+    std::array<uint8_t, 256 + kMaxFrame> b{};
+    Pattern() {
+        for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(i * 7 + 3);
+    }
+    const uint8_t* at(uint64_t seq) const { return b.data() + (seq & 255); }
+};
+const Pattern g_pattern;
+
+// ---- options ---------------------------------------------------------------------
+
+enum class Role : uint8_t { Reflect, Ping };
+
+struct RawOptions {
+    Role role = Role::Ping;
+    std::string iface;
+    std::string eal;
+    unsigned queues = 1;
+    uint32_t size = 64;
+    uint32_t iodepth = 1;
+    double duration = 3;      // ping: measured seconds; reflect: 0 = until SIGINT/SIGTERM
+    bool duration_given = false;
+    double warmup = 1;
+    uint32_t timeout_ms = 200;
+    std::string json;
+    std::string bed;
+    std::string file_prefix;
+    std::string cpus;
+    rte_ether_addr peer{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
+};
+
+const char* kUsage =
+    "usage: knb raw reflect (--iface IF | --eal \"ARGS\") [--queues N (1)] [--duration S (until SIGINT/SIGTERM)]\n"
+    "                       [--file-prefix P] [--cpus LIST]\n"
+    "       knb raw ping    (--iface IF | --eal \"ARGS\") [--size N (64)] [--iodepth D (1)] [--queues N (1)]\n"
+    "                       [--duration S (3)] [--warmup S (1)] [--timeout-ms T (200)] [--peer-mac M (broadcast)]\n"
+    "                       [--bed NAME] [--json FILE] [--file-prefix P] [--cpus LIST]\n"
+    "Frames of ethertype 0x88B5 between two DPDK processes, no TCP: the packet round-trip limit of the bed.\n"
+    "--size is the frame length with its Ethernet header (60..MTU+14); --iodepth frames are kept in flight per\n"
+    "queue; memif queue i of one side meets queue i of the other. --iface uses AF_XDP with the PMD's own XDP\n"
+    "program (every frame of the queue goes to DPDK). Exit: 0 ok, 1 the run failed, 2 bad options.\n";
+
+struct BadArgs {
+    std::string msg;
+};
+
+bool parse_u64(const char* v, uint64_t lo, uint64_t hi, uint64_t* out) {
+    if (v == nullptr || *v == '\0' || *v == '-') return false;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long x = std::strtoull(v, &end, 10);
+    if (errno || *end != '\0' || x < lo || x > hi) return false;
+    *out = x;
+    return true;
+}
+
+bool parse_seconds(const char* v, double lo, double hi, double* out) {
+    if (v == nullptr || *v == '\0') return false;
+    char* end = nullptr;
+    errno = 0;
+    double d = std::strtod(v, &end);
+    if (errno || *end != '\0' || !(d >= lo && d <= hi)) return false;
+    *out = d;
+    return true;
+}
+
+bool parse_mac(std::string_view s, rte_ether_addr* out) {
+    unsigned b[6];
+    char tail;
+    std::string z(s);
+    if (std::sscanf(z.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) != 6)
+        return false;
+    for (int i = 0; i < 6; ++i) out->addr_bytes[i] = uint8_t(b[i]);
+    return true;
+}
+
+bool cpu_list_ok(std::string_view s) {
+    if (s.empty()) return false;
+    for (char c : s)
+        if (!(c >= '0' && c <= '9') && c != ',' && c != '-') return false;
+    return true;
+}
+
+// Fills *o or returns the one line naming the problem.
+std::string parse(int argc, char** argv, RawOptions* o) {
+    if (argc < 2) return "give reflect or ping (see knb raw --help)";
+    std::string_view r = argv[1];
+    if (r == "reflect") o->role = Role::Reflect;
+    else if (r == "ping") o->role = Role::Ping;
+    else return "the first argument must be reflect or ping, not '" + std::string(r) + "'";
+    const bool ping = o->role == Role::Ping;
+    for (int i = 2; i < argc; ++i) {
+        std::string_view f = argv[i];
+        auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+        auto need = [&](const char* v) -> std::string {
+            return v ? std::string() : std::string(f) + " needs a value";
+        };
+        uint64_t n = 0;
+        const char* v = nullptr;
+        if (f == "--iface") {
+            if (!(v = value())) return need(v);
+            o->iface = v;
+        } else if (f == "--eal") {
+            if (!(v = value())) return need(v);
+            o->eal = v;
+        } else if (f == "--queues") {
+            if (!(v = value())) return need(v);
+            if (!parse_u64(v, 1, kMaxQueues, &n)) return "--queues: '" + std::string(v) + "' is not a number in 1..64";
+            o->queues = unsigned(n);
+        } else if (f == "--duration") {
+            if (!(v = value())) return need(v);
+            if (!parse_seconds(v, ping ? 0.1 : 0, 86400, &o->duration))
+                return "--duration: '" + std::string(v) + "' is not a number of seconds in " + (ping ? "0.1" : "0") +
+                       "..86400";
+            o->duration_given = true;
+        } else if (f == "--file-prefix") {
+            if (!(v = value())) return need(v);
+            o->file_prefix = v;
+            if (o->file_prefix.empty() || o->file_prefix.find('/') != std::string::npos)
+                return "--file-prefix: '" + o->file_prefix + "' must be a non-empty name without '/'";
+        } else if (f == "--cpus") {
+            if (!(v = value())) return need(v);
+            if (!cpu_list_ok(v)) return "--cpus: '" + std::string(v) + "' is not a CPU list like 0-1 or 2,3";
+            o->cpus = v;
+        } else if (ping && f == "--size") {
+            if (!(v = value())) return need(v);
+            if (!parse_u64(v, kMinFrame, kMaxFrame, &n))
+                return "--size: '" + std::string(v) + "' is not a frame length in 60..9014";
+            o->size = uint32_t(n);
+        } else if (ping && f == "--iodepth") {
+            if (!(v = value())) return need(v);
+            if (!parse_u64(v, 1, kMaxDepth, &n)) return "--iodepth: '" + std::string(v) + "' is not a number in 1..4096";
+            o->iodepth = uint32_t(n);
+        } else if (ping && f == "--warmup") {
+            if (!(v = value())) return need(v);
+            if (!parse_seconds(v, 0, 3600, &o->warmup))
+                return "--warmup: '" + std::string(v) + "' is not a number of seconds in 0..3600";
+        } else if (ping && f == "--timeout-ms") {
+            if (!(v = value())) return need(v);
+            if (!parse_u64(v, 1, 60000, &n)) return "--timeout-ms: '" + std::string(v) + "' is not a number in 1..60000";
+            o->timeout_ms = uint32_t(n);
+        } else if (ping && f == "--peer-mac") {
+            if (!(v = value())) return need(v);
+            if (!parse_mac(v, &o->peer)) return "--peer-mac: '" + std::string(v) + "' is not a MAC like 02:00:00:00:00:01";
+        } else if (ping && f == "--json") {
+            if (!(v = value())) return need(v);
+            o->json = v;
+            if (o->json.empty()) return "--json needs a file name";
+        } else if (ping && f == "--bed") {
+            if (!(v = value())) return need(v);
+            o->bed = v;
+        } else {
+            return "unknown option '" + std::string(f) + "' for knb raw " + std::string(r) + " (see --help)";
+        }
+    }
+    if (o->iface.empty() == o->eal.empty()) return "give exactly one of --iface IF or --eal \"ARGS\"";
+    if (!ping && !o->duration_given) o->duration = 0;
+    if (ping && uint64_t(o->iodepth) > 65535) return "--iodepth is above 65535";
+    return {};
+}
+
+std::vector<std::string> split_args(const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+}
+
+std::string mac_str(const rte_ether_addr& a) {
+    char b[RTE_ETHER_ADDR_FMT_SIZE];
+    rte_ether_format_addr(b, sizeof(b), &a);
+    return b;
+}
+
+std::string json_escape(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\', out += c;
+        else if (uint8_t(c) < 0x20) out += ' ';
+        else out += c;
+    }
+    return out;
+}
+
+// ---- per-queue loops -------------------------------------------------------------
+
+std::atomic<bool> g_abort{false};  // a loop failed: every loop stops
+
+bool stopping() { return g_abort.load(std::memory_order_relaxed) || dev::Runtime::stop_requested(); }
+
+struct ReflectLoop {
+    dev::Queue* q = nullptr;
+    rte_ether_addr mac{};
+    uint64_t end_tsc = 0;    // 0: until stopped
+    uint64_t reflected = 0;  // frames handed to the queue's TX batch
+    uint64_t ignored = 0;    // not knb's ethertype: freed
+    uint64_t tx_dropped = 0; // the TX batch was full: freed
+
+    void run() {
+        q->bind_to_current_thread();
+        std::array<rte_mbuf*, kBurst> pkts;
+        uint32_t polls = 0;
+        for (;;) {
+            if ((++polls & 1023) == 0 && (stopping() || (end_tsc && rte_rdtsc() >= end_tsc))) break;
+            const uint16_t n = q->rx_burst(pkts.data(), kBurst);
+            for (uint16_t i = 0; i < n; ++i) {
+                rte_mbuf* m = pkts[i];
+                auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+                if (m->data_len < RTE_ETHER_HDR_LEN || eth->ether_type != rte_cpu_to_be_16(kEtherType)) {
+                    ++ignored;
+                    rte_pktmbuf_free(m);
+                    continue;
+                }
+                eth->dst_addr = eth->src_addr;
+                eth->src_addr = mac;
+                if (q->tx_enqueue(m) == dev::TxResult::Queued) {
+                    ++reflected;
+                } else {
+                    ++tx_dropped;
+                    rte_pktmbuf_free(m);
+                }
+            }
+            q->flush();
+        }
+    }
+};
+
+struct PingLoop {
+    struct Slot {
+        uint64_t seq = 0;
+        uint64_t tsc = 0;
+        bool in_flight = false;
+    };
+
+    // set-up (main thread, before launch)
+    dev::Queue* q = nullptr;
+    uint16_t index = 0;
+    rte_ether_addr mac{}, peer{};
+    uint32_t size = 64;
+    uint64_t warm_tsc = 0, end_tsc = 0, timeout_tsc = 0, drain_tsc = 0;
+    double ns_per_tsc = 1;
+    std::vector<Slot> slots;
+
+    // results (read after the loop returned)
+    rpc::Histogram hist;        // ns, round trips completed in [warm_tsc, end_tsc)
+    uint64_t round_trips = 0;   // completed in the window
+    uint64_t completed = 0;     // all verified round trips
+    uint64_t sent = 0;
+    uint64_t lost = 0;          // timed out, sent at or after warm_tsc
+    uint64_t lost_warmup = 0;   // timed out, sent during the warm-up
+    uint64_t late = 0;          // came back after its slot was reused
+    uint64_t ignored = 0;       // not a knb raw frame
+    uint64_t errors = 0;
+    uint64_t tx_nombuf = 0, tx_full = 0;
+    uint64_t unanswered = 0;    // still in flight when the drain ended
+    std::string first_error;
+
+    std::vector<uint16_t> to_send;  // slots waiting for a frame
+    uint64_t next_seq = 1;
+
+    void error(std::string why) {
+        ++errors;
+        if (first_error.empty()) first_error = "queue " + std::to_string(index) + ": " + std::move(why);
+    }
+
+    // Build and queue a frame for `slot`; false when no mbuf or no TX room (retried later).
+    bool send(uint16_t slot) {
+        rte_mbuf* m = q->alloc_tx();
+        if (m == nullptr) {
+            ++tx_nombuf;
+            return false;
+        }
+        auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(size)));
+        if (p == nullptr) {  // checked against the pool's room before the run: cannot happen
+            rte_pktmbuf_free(m);
+            error("a TX mbuf has no room for a frame of " + std::to_string(size) + " bytes");
+            g_abort.store(true);
+            return false;
+        }
+        auto* eth = reinterpret_cast<rte_ether_hdr*>(p);
+        eth->dst_addr = peer;
+        eth->src_addr = mac;
+        eth->ether_type = rte_cpu_to_be_16(kEtherType);
+        Slot& s = slots[slot];
+        s.seq = next_seq;
+        s.tsc = rte_rdtsc();
+        RawHdr h{kMagic, index, slot, size, 0, s.seq, s.tsc};
+        std::memcpy(p + RTE_ETHER_HDR_LEN, &h, sizeof(h));
+        std::memcpy(p + kHdrEnd, g_pattern.at(s.seq), size - kHdrEnd);
+        if (q->tx_enqueue(m) != dev::TxResult::Queued) {
+            ++tx_full;
+            rte_pktmbuf_free(m);
+            return false;
+        }
+        ++next_seq;
+        ++sent;
+        s.in_flight = true;
+        return true;
+    }
+
+    void receive(rte_mbuf* m, uint64_t now) {
+        std::array<uint8_t, kMaxFrame> buf;
+        const uint32_t len = rte_pktmbuf_pkt_len(m);
+        if (len < kHdrEnd) {
+            ++ignored;
+            return;
+        }
+        const auto* f = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, std::min<uint32_t>(len, kMaxFrame), buf.data()));
+        const auto* eth = reinterpret_cast<const rte_ether_hdr*>(f);
+        RawHdr h;
+        std::memcpy(&h, f + RTE_ETHER_HDR_LEN, sizeof(h));
+        if (eth->ether_type != rte_cpu_to_be_16(kEtherType) || h.magic != kMagic) {
+            ++ignored;
+            return;
+        }
+        if (h.queue != index) {
+            error("a frame of queue " + std::to_string(h.queue) + " came back on queue " + std::to_string(index));
+            return;
+        }
+        if (h.slot >= slots.size() || h.seq == 0 || h.seq >= next_seq) {
+            error("a frame with sequence " + std::to_string(h.seq) + " (slot " + std::to_string(h.slot) +
+                  ") that was never sent came back");
+            return;
+        }
+        Slot& s = slots[h.slot];
+        if (!s.in_flight || s.seq != h.seq) {
+            ++late;  // its slot timed out (counted lost) and was reused
+            return;
+        }
+        s.in_flight = false;
+        if (now < end_tsc) to_send.push_back(h.slot);
+        if (len != size || h.length != size) {
+            error("frame " + std::to_string(h.seq) + " came back with " + std::to_string(len) + " bytes, " +
+                  std::to_string(size) + " were sent");
+            return;
+        }
+        if (!rte_is_same_ether_addr(&eth->dst_addr, &mac)) {
+            error("frame " + std::to_string(h.seq) + " came back to " + mac_str(eth->dst_addr) + ", not to " +
+                  mac_str(mac));
+            return;
+        }
+        if (h.tsc != s.tsc) {
+            error("frame " + std::to_string(h.seq) + " came back with another send time");
+            return;
+        }
+        if (std::memcmp(f + kHdrEnd, g_pattern.at(h.seq), size - kHdrEnd) != 0) {
+            error("frame " + std::to_string(h.seq) + " came back with its payload changed");
+            return;
+        }
+        ++completed;
+        if (now >= warm_tsc && now < end_tsc) {
+            ++round_trips;
+            hist.record(uint64_t(double(now - h.tsc) * ns_per_tsc));
+        }
+    }
+
+    void expire(uint64_t now) {
+        for (size_t i = 0; i < slots.size(); ++i) {
+            Slot& s = slots[i];
+            if (!s.in_flight || now < s.tsc + timeout_tsc) continue;
+            s.in_flight = false;
+            if (s.tsc >= warm_tsc) ++lost;
+            else ++lost_warmup;
+            if (now < end_tsc) to_send.push_back(uint16_t(i));
+        }
+    }
+
+    void run() {
+        q->bind_to_current_thread();
+        for (size_t i = slots.size(); i-- > 0;) to_send.push_back(uint16_t(i));
+        std::array<rte_mbuf*, kBurst> pkts;
+        const uint64_t scan_every = std::max<uint64_t>(1, rte_get_tsc_hz() / 1000);  // 1 ms
+        uint64_t next_scan = rte_rdtsc() + scan_every;
+        uint32_t polls = 0;
+        for (;;) {
+            const uint64_t now = rte_rdtsc();
+            const bool sending = now < end_tsc;
+            if ((++polls & 255) == 0 && stopping()) break;
+            if (!sending) {
+                bool any = false;
+                for (const Slot& s : slots) any = any || s.in_flight;
+                if (!any || now >= drain_tsc) break;
+            }
+            while (sending && !to_send.empty() && send(to_send.back())) to_send.pop_back();
+            q->flush();
+            const uint16_t n = q->rx_burst(pkts.data(), kBurst);
+            const uint64_t t = n ? rte_rdtsc() : now;
+            for (uint16_t i = 0; i < n; ++i) {
+                receive(pkts[i], t);
+                rte_pktmbuf_free(pkts[i]);
+            }
+            if (now >= next_scan) {
+                expire(rte_rdtsc());  // not `now`: frames sent since carry later stamps
+                next_scan = now + scan_every;
+            }
+        }
+        for (const Slot& s : slots) unanswered += s.in_flight;
+        q->flush();
+    }
+};
+
+template <class Loop>
+int launch_entry(void* p) {
+    static_cast<Loop*>(p)->run();
+    return 0;
+}
+
+// Runs loops[i] on the i-th lcore (main lcore first) and waits for all.
+template <class Loop>
+void run_loops(std::vector<std::unique_ptr<Loop>>& loops, const std::vector<unsigned>& lcores) {
+    for (size_t i = 1; i < loops.size(); ++i) rte_eal_remote_launch(launch_entry<Loop>, loops[i].get(), lcores[i]);
+    loops[0]->run();
+    rte_eal_mp_wait_lcore();
+}
+
+// ---- the two roles ---------------------------------------------------------------
+
+struct Device {
+    std::unique_ptr<dev::Runtime> rt;
+    dev::Port* port = nullptr;
+    std::vector<unsigned> lcores;
+};
+
+// EAL + the port with `queues` queue pairs; "" or the one line naming the problem.
+std::string open_device(const RawOptions& o, Device* d) {
+    dev::RuntimeConfig rc;
+    if (!o.iface.empty()) {
+        rc.mode = dev::RuntimeConfig::Mode::Iface;
+        rc.iface = o.iface;
+        rc.queues = uint16_t(o.queues);
+        rc.steer = false;  // the PMD's default program: every frame of the queues to the XSKs
+    } else {
+        rc.mode = dev::RuntimeConfig::Mode::Eal;
+        rc.eal_args = split_args(o.eal);
+    }
+    rc.cores = o.cpus;
+    rc.file_prefix = o.file_prefix.empty() ? "knbraw" + std::to_string(::getpid()) : o.file_prefix;
+    if (dev::Status st = dev::Runtime::start(rc, &d->rt); !st) return st.message();
+    d->lcores.push_back(rte_get_main_lcore());
+    unsigned lc;
+    RTE_LCORE_FOREACH_WORKER(lc) d->lcores.push_back(lc);
+    if (d->lcores.size() < o.queues)
+        return "crescent: " + std::to_string(o.queues) + " queues need " + std::to_string(o.queues) +
+               " lcores but EAL has " + std::to_string(d->lcores.size()) + ": pass --cpus with more CPUs";
+    dev::PortConfig pc;
+    pc.queues = uint16_t(o.queues);
+    pc.csum_offload = false;  // not IP: nothing to offload
+    pc.tso = false;
+    if (dev::Status st = d->rt->open_port(d->rt->default_port(), pc, &d->port); !st) return st.message();
+    return {};
+}
+
+int fail_run(const char* role, const std::string& msg) {
+    std::fprintf(stderr, "knb raw %s: %s\n", role, msg.c_str());
+    return 1;
+}
+
+int run_reflect(const RawOptions& o) {
+    Device d;
+    if (std::string e = open_device(o, &d); !e.empty()) return fail_run("reflect", e);
+    const dev::LinkStatus link = d.port->wait_link_up(1000);
+    char until[64] = "until SIGINT/SIGTERM";
+    if (o.duration > 0) std::snprintf(until, sizeof(until), "for %.1f s", o.duration);
+    std::fprintf(stderr, "knb raw reflect: %s (%s) mac %s, %u queue%s, link %s; reflecting ethertype 0x%04X %s\n",
+                 d.port->name().c_str(), d.port->driver().c_str(), mac_str(d.port->mac()).c_str(), o.queues,
+                 o.queues > 1 ? "s" : "", link.up ? "up" : "down (waiting for the peer)", kEtherType, until);
+    g_abort = false;
+    const uint64_t t0 = rte_rdtsc();
+    std::vector<std::unique_ptr<ReflectLoop>> loops;
+    for (unsigned i = 0; i < o.queues; ++i) {
+        auto l = std::make_unique<ReflectLoop>();
+        l->q = &d.port->queue(i);
+        l->mac = d.port->mac();
+        l->end_tsc = o.duration > 0 ? t0 + uint64_t(o.duration * double(rte_get_tsc_hz())) : 0;
+        loops.push_back(std::move(l));
+    }
+    run_loops(loops, d.lcores);
+    const double secs = double(rte_rdtsc() - t0) / double(rte_get_tsc_hz());
+    uint64_t reflected = 0, ignored = 0, dropped = 0;
+    std::string per_queue;
+    for (unsigned i = 0; i < o.queues; ++i) {
+        reflected += loops[i]->reflected;
+        ignored += loops[i]->ignored;
+        dropped += loops[i]->tx_dropped;
+        per_queue += (i ? " " : "") + std::to_string(loops[i]->reflected);
+    }
+    const dev::PortStats ps = d.port->stats();
+    std::printf("knb raw reflect: %" PRIu64 " frames reflected in %.1f s (per queue: %s), %" PRIu64
+                " ignored (other ethertypes), %" PRIu64 " dropped at a full TX batch; device imissed %" PRIu64
+                " rx_nombuf %" PRIu64 "\n",
+                reflected, secs, per_queue.c_str(), ignored, dropped, ps.dev.imissed, ps.dev.rx_nombuf);
+    std::fflush(stdout);
+    return 0;
+}
+
+int run_ping(const RawOptions& o) {
+    Device d;
+    if (std::string e = open_device(o, &d); !e.empty()) return fail_run("ping", e);
+    const uint32_t max_frame = uint32_t(d.port->mtu()) + RTE_ETHER_HDR_LEN;
+    const uint32_t room = rte_pktmbuf_data_room_size(d.port->queue(0).tx_pool()) - RTE_PKTMBUF_HEADROOM;
+    if (o.size > max_frame || o.size > room) {
+        std::fprintf(stderr, "knb raw ping: --size %u is above what %s carries (MTU %u: frames up to %u bytes)\n", o.size,
+                     d.port->name().c_str(), d.port->mtu(), std::min(max_frame, room));
+        return 2;
+    }
+    const dev::LinkStatus link = d.port->wait_link_up(kLinkWaitMs);
+    if (!link.up)
+        return fail_run("ping", "the link of " + d.port->name() + " (" + d.port->driver() + ") is still down after " +
+                                    std::to_string(kLinkWaitMs / 1000) + " s: is the reflector running?");
+    std::string bed = o.bed;
+    if (bed.empty()) {
+        bed = d.port->driver();
+        if (bed.rfind("net_", 0) == 0) bed = bed.substr(4);
+    }
+    const double hz = double(rte_get_tsc_hz());
+    g_abort = false;
+    const uint64_t t0 = rte_rdtsc();
+    std::vector<std::unique_ptr<PingLoop>> loops;
+    for (unsigned i = 0; i < o.queues; ++i) {
+        auto l = std::make_unique<PingLoop>();
+        l->q = &d.port->queue(i);
+        l->index = uint16_t(i);
+        l->mac = d.port->mac();
+        l->peer = o.peer;
+        l->size = o.size;
+        l->warm_tsc = t0 + uint64_t(o.warmup * hz);
+        l->end_tsc = l->warm_tsc + uint64_t(o.duration * hz);
+        l->timeout_tsc = uint64_t(double(o.timeout_ms) * hz / 1e3);
+        l->drain_tsc = l->end_tsc + std::min<uint64_t>(l->timeout_tsc, uint64_t(0.1 * hz));
+        l->ns_per_tsc = 1e9 / hz;
+        l->slots.resize(o.iodepth);
+        loops.push_back(std::move(l));
+    }
+    run_loops(loops, d.lcores);
+
+    rpc::Histogram hist;
+    uint64_t rt = 0, lost = 0, lost_warm = 0, late = 0, ignored = 0, errors = 0, sent = 0, unanswered = 0,
+             nombuf = 0, full = 0;
+    std::string first_error, per_queue;
+    for (unsigned i = 0; i < o.queues; ++i) {
+        const PingLoop& l = *loops[i];
+        hist.merge(l.hist);
+        rt += l.round_trips;
+        lost += l.lost;
+        lost_warm += l.lost_warmup;
+        late += l.late;
+        ignored += l.ignored;
+        errors += l.errors;
+        sent += l.sent;
+        unanswered += l.unanswered;
+        nombuf += l.tx_nombuf;
+        full += l.tx_full;
+        per_queue += (i ? " " : "") + std::to_string(l.round_trips);
+        if (first_error.empty()) first_error = l.first_error;
+    }
+    const bool interrupted = dev::Runtime::stop_requested() && !g_abort.load();
+    const double rps = double(rt) / o.duration;
+    auto us = [](uint64_t ns) { return double(ns) / 1e3; };
+    const double p50 = us(hist.percentile(50)), p90 = us(hist.percentile(90)), p99 = us(hist.percentile(99)),
+                 p999 = us(hist.percentile(99.9)), mx = us(hist.max()), mn = us(hist.min()), mean = hist.mean() / 1e3;
+    const bool ok = errors == 0 && rt > 0 && !interrupted;
+
+    std::printf("knb raw ping: %s (%s) %u B iodepth %u x %u queue%s, %.1f s after %.1f s warm-up: %.0f round trips/s "
+                "(%" PRIu64 "; per queue %s), latency us min %.1f p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f, "
+                "lost %" PRIu64 " (+%" PRIu64 " in warm-up), late %" PRIu64 ", errors %" PRIu64 "\n",
+                bed.c_str(), d.port->driver().c_str(), o.size, o.iodepth, o.queues, o.queues > 1 ? "s" : "",
+                o.duration, o.warmup, rps, rt, per_queue.c_str(), mn, p50, p90, p99, p999, mx, lost, lost_warm, late,
+                errors);
+    std::fflush(stdout);
+
+    int rc = 0;
+    if (!o.json.empty()) {
+        FILE* f = std::fopen(o.json.c_str(), "w");
+        if (!f) {
+            std::fprintf(stderr, "knb raw ping: cannot write --json %s: %s\n", o.json.c_str(), std::strerror(errno));
+            rc = 1;
+        } else {
+            std::fprintf(f,
+                         "{\"kind\":\"raw\",\"bed\":\"%s\",\"driver\":\"%s\",\"size\":%u,\"iodepth\":%u,\"queues\":%u,"
+                         "\"seconds\":%.3f,\"warmup\":%.3f,\"round_trips\":%" PRIu64 ",\"rps\":%.1f,\"min_us\":%.2f,"
+                         "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,"
+                         "\"mean_us\":%.2f,\"lost\":%" PRIu64 ",\"lost_warmup\":%" PRIu64 ",\"late\":%" PRIu64
+                         ",\"errors\":%" PRIu64 ",\"sent\":%" PRIu64 ",\"unanswered\":%" PRIu64 ",\"ignored\":%" PRIu64
+                         ",\"ok\":%s%s%s%s}\n",
+                         json_escape(bed).c_str(), json_escape(d.port->driver()).c_str(), o.size, o.iodepth, o.queues,
+                         o.duration, o.warmup, rt, rps, mn, p50, p90, p99, p999, mx, mean, lost, lost_warm, late,
+                         errors, sent, unanswered, ignored, ok ? "true" : "false", first_error.empty() ? "" : ",\"error\":\"",
+                         json_escape(first_error).c_str(), first_error.empty() ? "" : "\"");
+            if (std::fclose(f) != 0) {
+                std::fprintf(stderr, "knb raw ping: cannot write --json %s: %s\n", o.json.c_str(), std::strerror(errno));
+                rc = 1;
+            }
+        }
+    }
+    if (errors) return fail_run("ping", first_error + " (" + std::to_string(errors) + " error" + (errors > 1 ? "s" : "") + ")");
+    if (interrupted) return fail_run("ping", "interrupted before the run ended");
+    if (rt == 0)
+        return fail_run("ping", "no frame came back in the " + std::to_string(o.duration) + " s window (" +
+                                    std::to_string(sent) + " sent, " + std::to_string(lost) + " lost; tx no mbuf " +
+                                    std::to_string(nombuf) + ", tx full " + std::to_string(full) +
+                                    "): is the reflector running on the other side?");
+    return rc;
+}
+
+} // namespace
+
+int raw_main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i)
+        if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+    RawOptions o;
+    if (std::string e = parse(argc, argv, &o); !e.empty()) {
+        std::fprintf(stderr, "knb raw: %s\n", e.c_str());
+        return 2;
+    }
+    return o.role == Role::Reflect ? run_reflect(o) : run_ping(o);
+}
+
+} // namespace knb
