@@ -1,0 +1,44 @@
+// knb — what both sides share: starting the runtime a stack needs (crescent's
+// engines on a device, or device-less engines that drive kernel sockets), the
+// CPU pinning, the transport and stream options of a mode, and the counters
+// knb reports from a stack.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <crescent/engine.hpp>
+#include <crescent/rpc/stream.hpp>
+#include <crescent/runtime.hpp>
+
+#include "knb/options.hpp"
+
+namespace knb {
+
+// Pins the process to --cpus (the runtime's threads take them in order);
+// then starts the runtime. nullptr + *err (one line) on failure.
+std::unique_ptr<crescent::Runtime> start_runtime(const Options& o, std::string* err);
+
+crescent::rpc::Transport transport_of(Stack s);
+// Stream options for a mode: the copy API for Mode::Copy, SO_REUSEPORT for
+// kernel listeners (one per thread on one port).
+crescent::rpc::StreamOptions stream_options(const Options& o);
+
+// Frames and segments the stack dropped (every EngineStats drop counter).
+uint64_t engine_drops(const crescent::EngineStats& s);
+
+// Counters an engine publishes for other threads (engine thread writes, any
+// thread reads; relaxed: a report, not a synchronisation).
+struct Published {
+    std::atomic<uint64_t> retrans{0};
+    std::atomic<uint64_t> drops{0};
+    std::atomic<uint64_t> requests{0};
+};
+
+// Process CPU time (user + system), ns.
+uint64_t process_cpu_ns();
+
+}  // namespace knb

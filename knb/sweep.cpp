@@ -1,0 +1,617 @@
+// knb sweep — a grid of knb runs over a test bed, into one JSON document.
+//
+// For every stack variant (crescent in each --modes, kernel in each
+// --kernel-waits) and every --threads, one `knb server` process is started on
+// the server side of the bed; for every --sizes x --iodepths point a `knb
+// client` process runs against it and writes its run document; the sweep
+// collects them into {"knb":1,"kind":"sweep","bed":..,"runs":[...]}, prints a
+// row per run as it ends, and at the end a side-by-side table (each crescent
+// variant against each kernel variant at the same point, with ratios).
+//
+// The bed is described by `tools/knb-bed env BED` (shell assignments: the
+// namespace wrappers, addresses, crescent device flags, file prefixes); each
+// child runs as `bash -c 'eval "$(knb-bed env BED)"; eval exec ...'`, so the
+// sweep knows the bed only through that script. The bed must be up
+// (tools/knb-bed up BED). Kernel TCP has no memif: on that bed kernel
+// variants are skipped with a note.
+//
+// --probe CMD runs a shell command (with the bed's variables) beside the
+// first client of every crescent server, e.g. a kernel-TCP HTTP request to
+// the server's address: coexistence shown, not claimed. Its exit status and
+// output go into the document ("probes").
+//
+// A failed point is reported and the grid goes on; the exit status is 1 if
+// any run failed. Ctrl-C stops the current processes and writes what ran.
+#include "knb/sweep.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "knb/options.hpp"
+#include "knb/report.hpp"
+
+#ifndef KNB_SOURCE_ROOT
+#define KNB_SOURCE_ROOT "."
+#endif
+
+namespace knb {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::atomic<bool> g_interrupted{false};
+void on_signal(int) { g_interrupted.store(true); }
+
+const char* kUsage =
+    "usage: knb sweep --bed veth|memif --json FILE [options]\n"
+    "  --stacks LIST        crescent,kernel (both)\n"
+    "  --modes LIST         crescent modes: inline,batch,copy (inline)\n"
+    "  --kernel-waits LIST  kernel variants: busy,block (busy,block)\n"
+    "  --sizes LIST         message sizes, bytes, up to 1048576 (64,4096)\n"
+    "  --iodepths LIST      requests in flight per connection (1,16)\n"
+    "  --threads LIST       threads per side (1)\n"
+    "  --conns N            connections per thread pair (1)\n"
+    "  --proto rpc|echo     (rpc)\n"
+    "  --duration S --warmup S   per point (3, 1)\n"
+    "  --server-cpus LIST --client-cpus LIST   pin each side (e.g. 0 and 1)\n"
+    "  --out DIR            logs and per-run documents (a temporary directory)\n"
+    "  --probe CMD          shell command run beside the first client of every crescent server\n"
+    "  --bed-script PATH    tools/knb-bed (from the source tree)\n"
+    "  --knb PATH           the knb binary children run (this one)\n"
+    "  --server-args ARGS --client-args ARGS   extra flags for every server / client\n"
+    "The bed must be up: tools/knb-bed up veth|memif.\n";
+
+struct Sweep {
+    std::string bed;
+    std::string json;
+    std::vector<Stack> stacks{Stack::Crescent, Stack::Kernel};
+    std::vector<Mode> modes{Mode::Inline};
+    std::vector<Wait> waits{Wait::Busy, Wait::Block};
+    std::vector<uint64_t> sizes{64, 4096};
+    std::vector<uint64_t> iodepths{1, 16};
+    std::vector<uint64_t> threads{1};
+    unsigned conns = 1;
+    Proto proto = Proto::Rpc;
+    double duration = 3, warmup = 1;
+    std::string server_cpus, client_cpus;
+    std::string out;
+    std::string probe;
+    std::string bed_script = std::string(KNB_SOURCE_ROOT) + "/tools/knb-bed";
+    std::string knb_path;
+    std::string server_args, client_args;
+};
+
+bool split_list(std::string_view s, std::vector<std::string>* out) {
+    out->clear();
+    while (!s.empty()) {
+        size_t c = s.find(',');
+        std::string item(s.substr(0, c));
+        if (item.empty()) return false;
+        out->push_back(item);
+        if (c == std::string_view::npos) break;
+        s = s.substr(c + 1);
+        if (s.empty()) return false;
+    }
+    return !out->empty();
+}
+
+bool number_list(std::string_view s, uint64_t lo, uint64_t hi, std::vector<uint64_t>* out) {
+    std::vector<std::string> items;
+    if (!split_list(s, &items)) return false;
+    out->clear();
+    for (const std::string& i : items) {
+        char* end = nullptr;
+        errno = 0;
+        unsigned long long v = std::strtoull(i.c_str(), &end, 10);
+        if (errno || *end || i[0] == '-' || v < lo || v > hi) return false;
+        out->push_back(v);
+    }
+    return true;
+}
+
+bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
+    auto fail = [&](std::string m) {
+        *err = std::move(m);
+        return false;
+    };
+    for (int i = 1; i < argc; ++i) {
+        std::string f = argv[i];
+        if (f == "-h" || f == "--help") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        }
+        if (i + 1 >= argc) return fail(f + " needs a value (or is unknown: see knb sweep --help)");
+        std::string v = argv[++i];
+        std::vector<std::string> items;
+        auto bad = [&](const char* what) { return fail(f + ": '" + v + "' is not " + what); };
+        if (f == "--bed") {
+            if (v != "veth" && v != "memif") return bad("veth or memif");
+            sw->bed = v;
+        } else if (f == "--json") {
+            sw->json = v;
+        } else if (f == "--stacks") {
+            if (!split_list(v, &items)) return bad("a list like crescent,kernel");
+            sw->stacks.clear();
+            for (auto& s : items) {
+                Stack st;
+                if (!parse_stack(s, &st)) return bad("a list of crescent and kernel");
+                sw->stacks.push_back(st);
+            }
+        } else if (f == "--modes") {
+            if (!split_list(v, &items)) return bad("a list like inline,batch,copy");
+            sw->modes.clear();
+            for (auto& s : items) {
+                Mode m;
+                if (!parse_mode(s, &m)) return bad("a list of inline, batch and copy");
+                sw->modes.push_back(m);
+            }
+        } else if (f == "--kernel-waits") {
+            if (!split_list(v, &items)) return bad("a list like busy,block");
+            sw->waits.clear();
+            for (auto& s : items) {
+                Wait w;
+                if (!parse_wait(s, &w)) return bad("a list of busy and block");
+                sw->waits.push_back(w);
+            }
+        } else if (f == "--sizes") {
+            if (!number_list(v, 1, kMaxMessage, &sw->sizes)) return bad("a list of sizes in 1..1048576");
+        } else if (f == "--iodepths") {
+            if (!number_list(v, 1, 1024, &sw->iodepths)) return bad("a list of iodepths in 1..1024");
+        } else if (f == "--threads") {
+            if (!number_list(v, 1, 64, &sw->threads)) return bad("a list of thread counts in 1..64");
+        } else if (f == "--conns") {
+            std::vector<uint64_t> c;
+            if (!number_list(v, 1, 256, &c) || c.size() != 1) return bad("a number in 1..256");
+            sw->conns = unsigned(c[0]);
+        } else if (f == "--proto") {
+            if (!parse_proto(v, &sw->proto)) return bad("rpc or echo");
+        } else if (f == "--duration" || f == "--warmup") {
+            char* end = nullptr;
+            double d = std::strtod(v.c_str(), &end);
+            if (*end || !std::isfinite(d) || d < (f == "--duration" ? 0.1 : 0) || d > 3600)
+                return bad("a number of seconds in 0.1..3600");
+            (f == "--duration" ? sw->duration : sw->warmup) = d;
+        } else if (f == "--server-cpus" || f == "--client-cpus") {
+            std::vector<unsigned> cpus;
+            if (!parse_cpu_list(v, &cpus)) return bad("a CPU list like 0 or 0-1");
+            (f == "--server-cpus" ? sw->server_cpus : sw->client_cpus) = v;
+        } else if (f == "--out") {
+            sw->out = v;
+        } else if (f == "--probe") {
+            sw->probe = v;
+        } else if (f == "--bed-script") {
+            sw->bed_script = v;
+        } else if (f == "--knb") {
+            sw->knb_path = v;
+        } else if (f == "--server-args") {
+            sw->server_args = v;
+        } else if (f == "--client-args") {
+            sw->client_args = v;
+        } else {
+            return fail("unknown option '" + f + "' (see knb sweep --help)");
+        }
+    }
+    for (const std::string* v : {&sw->knb_path, &sw->bed_script, &sw->json, &sw->out, &sw->server_args, &sw->client_args})
+        if (v->find_first_of("\"\\`") != std::string::npos)
+            return fail("'" + *v + "': double quotes, backslashes and backquotes are not supported in sweep arguments");
+    if (sw->bed.empty()) return fail("give --bed veth or --bed memif");
+    if (sw->json.empty()) return fail("give --json FILE (the sweep's document)");
+    if (access(sw->bed_script.c_str(), X_OK) != 0)
+        return fail("--bed-script: " + sw->bed_script + " is not an executable script");
+    return true;
+}
+
+std::string sh_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) {
+        if (c == '\'') q += "'\\''";
+        else q += c;
+    }
+    return q + "'";
+}
+
+// A child: bash -c SCRIPT, stdout+stderr to `log`. Returns its pid (-1 on failure).
+pid_t spawn(const std::string& script, const std::string& log) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, 0);
+    execl("/bin/bash", "bash", "-c", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+}
+
+// Waits up to `limit` for `pid`; kills it (INT, then KILL) when over. Exit status or -1.
+int wait_for(pid_t pid, std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    bool sent_int = false;
+    auto kill_at = until;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r < 0) return -1;
+        const auto now = std::chrono::steady_clock::now();
+        if (!sent_int && (now >= until || g_interrupted.load())) {
+            kill(pid, SIGINT);
+            sent_int = true;
+            kill_at = now + 10s;
+        } else if (sent_int && now >= kill_at) {
+            kill(pid, SIGKILL);
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::string last_line(const std::string& text) {
+    size_t end = text.find_last_not_of("\r\n ");
+    if (end == std::string::npos) return {};
+    size_t start = text.find_last_of('\n', end);
+    return text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+// The number after "key": at the first occurrence after `after` (a run
+// document's own layout; see report.cpp).
+std::optional<double> json_number(const std::string& doc, const std::string& key, const std::string& after = "") {
+    size_t from = after.empty() ? 0 : doc.find("\"" + after + "\":");
+    if (from == std::string::npos) return std::nullopt;
+    size_t at = doc.find("\"" + key + "\":", from);
+    if (at == std::string::npos) return std::nullopt;
+    const char* p = doc.c_str() + at + key.size() + 3;
+    char* end = nullptr;
+    double d = std::strtod(p, &end);
+    if (end == p) return std::nullopt;
+    return d;
+}
+
+struct Point {
+    Stack stack;
+    Mode mode;
+    Wait wait;
+    uint64_t threads, size, iodepth;
+    bool ok = false;
+    std::string error;
+    std::string doc;  // the client's run document ("" when it wrote none)
+    double rps = 0, p50 = 0, p99 = 0;
+};
+
+std::string variant(const Point& p) {
+    return p.stack == Stack::Crescent ? "crescent/" + std::string(name(p.mode)) : "kernel/" + std::string(name(p.wait));
+}
+
+class Runner {
+public:
+    explicit Runner(Sweep s) : sw(std::move(s)) {}
+
+    int run() {
+        if (sw.out.empty()) {
+            char tmpl[] = "/tmp/knb-sweep-XXXXXX";
+            if (!mkdtemp(tmpl)) return die("cannot make a temporary directory");
+            sw.out = tmpl;
+        } else if (mkdir(sw.out.c_str(), 0755) != 0 && errno != EEXIST) {
+            return die("--out " + sw.out + ": " + std::strerror(errno));
+        }
+        if (sw.knb_path.empty()) {
+            char buf[4096];
+            ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+            if (n <= 0) return die("cannot find this binary (give --knb PATH)");
+            sw.knb_path.assign(buf, size_t(n));
+        }
+        std::fprintf(stderr, "knb sweep: bed %s, logs and run documents in %s\n", sw.bed.c_str(), sw.out.c_str());
+        print_sweep_header();
+        for (Stack st : sw.stacks) {
+            if (st == Stack::Kernel && sw.bed == "memif") {
+                std::fprintf(stderr, "knb sweep: kernel TCP has no memif device: kernel runs skipped on this bed\n");
+                continue;
+            }
+            const size_t variants = st == Stack::Crescent ? sw.modes.size() : sw.waits.size();
+            for (size_t v = 0; v < variants && !g_interrupted; ++v)
+                for (uint64_t t : sw.threads) {
+                    if (g_interrupted) break;
+                    Point base{st, st == Stack::Crescent ? sw.modes[v] : Mode::Copy,
+                               st == Stack::Kernel ? sw.waits[v] : Wait::Busy, t, 0, 0};
+                    run_server_and_clients(base);
+                }
+        }
+        write_document();
+        print_comparison();
+        unsigned failed = 0;
+        for (const Point& p : points) failed += !p.ok;
+        if (g_interrupted) {
+            std::fprintf(stderr, "knb sweep: interrupted; %zu run(s) written to %s\n", points.size(), sw.json.c_str());
+            return 130;
+        }
+        std::fprintf(stderr, "knb sweep: %zu run(s), %u failed; written to %s\n", points.size(), failed, sw.json.c_str());
+        return failed ? 1 : 0;
+    }
+
+private:
+    Sweep sw;
+    std::vector<Point> points;
+    std::vector<std::string> probes;  // JSON objects
+    unsigned serial = 0;
+
+    int die(const std::string& m) {
+        std::fprintf(stderr, "knb sweep: %s\n", m.c_str());
+        return 1;
+    }
+
+    // bash: the bed's variables, then `exec` of the command. The variables
+    // expand inside the double quotes first and eval parses the result, so
+    // the quoting inside the device flags (--eal "...") survives; `cmd` holds
+    // no double quotes, backslashes or backquotes of its own.
+    std::string bed_env() const { return "eval \"$(" + sh_quote(sw.bed_script) + " env " + sw.bed + ")\" || exit 3; "; }
+    std::string script(const std::string& cmd) const { return bed_env() + "eval \"exec " + cmd + "\""; }
+
+    std::string common(const Point& p) const {
+        std::string a = " --stack " + std::string(name(p.stack)) + " --proto " + std::string(name(sw.proto)) +
+                        " --threads " + std::to_string(p.threads);
+        if (p.stack == Stack::Crescent) a += " --mode " + std::string(name(p.mode));
+        else a += " --kernel-wait " + std::string(name(p.wait));
+        return a;
+    }
+
+    void run_server_and_clients(const Point& base) {
+        const std::string tag = variant(base) + "/t" + std::to_string(base.threads);
+        std::string slug = tag;
+        for (char& c : slug)
+            if (c == '/') c = '-';
+        const std::string slog = sw.out + "/server-" + slug + ".log";
+        std::string cmd = "$KNB_SERVER_WRAP " + sh_quote(sw.knb_path) + " server" + common(base);
+        if (base.stack == Stack::Crescent) cmd += " $KNB_SERVER_DEV_ARGS --file-prefix $KNB_SERVER_PREFIX";
+        if (!sw.server_cpus.empty()) cmd += " --cpus " + sw.server_cpus;
+        if (!sw.server_args.empty()) cmd += " " + sw.server_args;
+        pid_t srv = spawn(script(cmd), slog);
+        if (srv < 0) {
+            fail_all(base, "cannot start the server: fork failed");
+            return;
+        }
+        // Ready line, or the server's own last words.
+        const auto until = std::chrono::steady_clock::now() + 30s;
+        bool ready = false;
+        std::string why;
+        while (!g_interrupted) {
+            const std::string text = read_file(slog);
+            if (text.find("knb server: ready") != std::string::npos) {
+                ready = true;
+                break;
+            }
+            int status;
+            if (waitpid(srv, &status, WNOHANG) == srv) {
+                srv = -1;
+                why = "the " + tag + " server exited: " + last_line(text);
+                break;
+            }
+            if (std::chrono::steady_clock::now() > until) {
+                why = "the " + tag + " server did not say ready within 30 s: " + last_line(text);
+                break;
+            }
+            std::this_thread::sleep_for(50ms);
+        }
+        bool probed = false;
+        for (uint64_t size : sw.sizes)
+            for (uint64_t qd : sw.iodepths) {
+                if (g_interrupted) break;
+                Point p = base;
+                p.size = size;
+                p.iodepth = qd;
+                if (!ready) {
+                    p.error = why.empty() ? "interrupted" : why;
+                    finish(std::move(p));
+                    continue;
+                }
+                const bool probe = !probed && base.stack == Stack::Crescent && !sw.probe.empty();
+                probed = probed || probe;
+                run_client(std::move(p), probe);
+            }
+        if (srv > 0) {
+            kill(srv, SIGINT);
+            const int rc = wait_for(srv, 15s);
+            if (rc != 0 && rc != 130)
+                std::fprintf(stderr, "knb sweep: the %s server exited with status %d (log: %s)\n", tag.c_str(), rc,
+                             slog.c_str());
+        }
+    }
+
+    void run_client(Point p, bool probe) {
+        const std::string id = std::to_string(++serial);
+        const std::string doc = sw.out + "/run-" + id + ".json";
+        const std::string log = sw.out + "/client-" + id + ".log";
+        std::remove(doc.c_str());
+        char num[64];
+        std::string cmd = "$KNB_CLIENT_WRAP " + sh_quote(sw.knb_path) + " client" + common(p) +
+                          " --server $KNB_SERVER_IP --msg-size " + std::to_string(p.size) + " --iodepth " +
+                          std::to_string(p.iodepth) + " --conns " + std::to_string(sw.conns);
+        std::snprintf(num, sizeof num, " --duration %g --warmup %g", sw.duration, sw.warmup);
+        cmd += num;
+        cmd += " --json " + sh_quote(doc) + " --progress off --label " + variant(p);
+        if (p.stack == Stack::Crescent) cmd += " $KNB_CLIENT_DEV_ARGS --file-prefix $KNB_CLIENT_PREFIX";
+        if (!sw.client_cpus.empty()) cmd += " --cpus " + sw.client_cpus;
+        if (!sw.client_args.empty()) cmd += " " + sw.client_args;
+        pid_t cl = spawn(script(cmd), log);
+        pid_t pr = -1;
+        const std::string plog = sw.out + "/probe-" + id + ".log";
+        if (probe) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(int64_t(1000 * sw.warmup) + 300));
+            pr = spawn(bed_env() + sw.probe, plog);
+        }
+        const auto limit = std::chrono::milliseconds(int64_t(1000 * (sw.duration + sw.warmup)) + 45000);
+        const int rc = cl < 0 ? -1 : wait_for(cl, limit);
+        if (pr > 0) {
+            const int prc = wait_for(pr, 20s);
+            const std::string out = read_file(plog);
+            probes.push_back("{\"during\":\"" + json_escape(variant(p)) + "\",\"command\":\"" + json_escape(sw.probe) +
+                             "\",\"exit\":" + std::to_string(prc) + ",\"output\":\"" + json_escape(last_line(out)) + "\"}");
+            std::fprintf(stderr, "knb sweep: probe during the %s run: %s (exit %d): %s\n", variant(p).c_str(),
+                         prc == 0 ? "answered" : "FAILED", prc, last_line(out).c_str());
+        }
+        p.doc = read_file(doc);
+        while (!p.doc.empty() && (p.doc.back() == '\n' || p.doc.back() == ' ')) p.doc.pop_back();
+        if (rc == 0 && !p.doc.empty()) {
+            p.ok = true;
+        } else {
+            const std::string l = last_line(read_file(log));
+            p.error = rc == 130 ? "interrupted" : (l.empty() ? "client exited with status " + std::to_string(rc) : l);
+        }
+        finish(std::move(p));
+    }
+
+    static void print_sweep_header() {
+        std::printf("# one row per run as it ends: RPC/s, payload Gbit/s (both directions), latency us, CPU us per RPC "
+                    "on each side (getrusage over the window), retransmissions client+server\n");
+        std::printf("%-16s %6s %4s %3s %11s %8s %7s %7s %7s %8s %7s %7s %7s\n", "variant", "size", "qd", "thr", "RPC/s",
+                    "Gbit/s", "p50", "p90", "p99", "p99.9", "cpu-c", "cpu-s", "retrans");
+    }
+
+    void finish(Point p) {
+        auto num = [&](const char* key, const char* within) { return json_number(p.doc, key, within); };
+        if (!p.doc.empty()) {
+            p.rps = num("rps", "result").value_or(0);
+            p.p50 = num("p50", "latency_us").value_or(0);
+            p.p99 = num("p99", "latency_us").value_or(0);
+        }
+        if (p.ok) {
+            auto cell = [](std::optional<double> v, const char* fmt) {
+                char b[32] = "-";
+                if (v) std::snprintf(b, sizeof b, fmt, *v);
+                return std::string(b);
+            };
+            const double retrans = num("client", "retrans").value_or(0) + num("server", "retrans").value_or(0);
+            std::printf("%-16s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 " %11.0f %8.3f %7.1f %7.1f %7.1f %8.1f %7s %7s %7.0f\n",
+                        variant(p).c_str(), p.size, p.iodepth, p.threads, p.rps, num("gbit_s", "result").value_or(0),
+                        p.p50, num("p90", "latency_us").value_or(0), p.p99, num("p999", "latency_us").value_or(0),
+                        cell(num("client", "cpu_us_per_rpc"), "%.2f").c_str(),
+                        cell(num("server", "cpu_us_per_rpc"), "%.2f").c_str(), retrans);
+        } else {
+            std::printf("%-16s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 "  FAILED: %s\n", variant(p).c_str(), p.size,
+                        p.iodepth, p.threads, p.error.c_str());
+        }
+        std::fflush(stdout);
+        points.push_back(std::move(p));
+    }
+
+    void fail_all(const Point& base, const std::string& why) {
+        for (uint64_t size : sw.sizes)
+            for (uint64_t qd : sw.iodepths) {
+                Point p = base;
+                p.size = size;
+                p.iodepth = qd;
+                p.error = why;
+                finish(std::move(p));
+            }
+    }
+
+    void write_document() {
+        std::string d = "{\"knb\":1,\"kind\":\"sweep\",\"bed\":\"" + json_escape(sw.bed) + "\",\"proto\":\"" +
+                        std::string(name(sw.proto)) + "\"";
+        char num[64];
+        std::snprintf(num, sizeof num, ",\"duration\":%g,\"warmup\":%g", sw.duration, sw.warmup);
+        d += num;
+        d += ",\"runs\":[";
+        bool first = true;
+        for (const Point& p : points) {
+            if (p.doc.empty()) continue;
+            d += (first ? "" : ",\n") + p.doc;
+            first = false;
+        }
+        d += "],\"failed\":[";
+        first = true;
+        for (const Point& p : points) {
+            if (p.ok) continue;
+            d += std::string(first ? "" : ",") + "{\"variant\":\"" + json_escape(variant(p)) +
+                 "\",\"msg_size\":" + std::to_string(p.size) + ",\"iodepth\":" + std::to_string(p.iodepth) +
+                 ",\"threads\":" + std::to_string(p.threads) + ",\"error\":\"" + json_escape(p.error) + "\"}";
+            first = false;
+        }
+        d += "],\"probes\":[";
+        for (size_t i = 0; i < probes.size(); ++i) d += (i ? "," : "") + probes[i];
+        d += "]}";
+        std::string err;
+        if (!write_file(sw.json, d, &err)) std::fprintf(stderr, "knb sweep: %s\n", err.c_str());
+    }
+
+    // Each crescent variant against each kernel variant at the same point.
+    void print_comparison() {
+        std::vector<std::string> cres, kern;
+        for (const Point& p : points) {
+            auto& v = p.stack == Stack::Crescent ? cres : kern;
+            if (std::find(v.begin(), v.end(), variant(p)) == v.end()) v.push_back(variant(p));
+        }
+        if (cres.empty() || kern.empty()) return;
+        std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, const Point*> at;
+        for (const Point& p : points)
+            if (p.ok) at[{p.threads, p.size, p.iodepth, variant(p)}] = &p;
+        std::printf("\n# crescent against kernel TCP, same bed, same knb, same parameters (%s, %g s per point after "
+                    "%g s warm-up): RPC/s, p50/p99 us; ratio = crescent RPC/s / kernel RPC/s (p99: kernel / "
+                    "crescent, > 1 = crescent lower)\n",
+                    std::string(name(sw.proto)).c_str(), sw.duration, sw.warmup);
+        for (const std::string& c : cres)
+            for (const std::string& k : kern) {
+                std::printf("%-6s %-4s %-3s | %-14s %11s %7s %7s | %-14s %11s %7s %7s | %8s %8s\n", "size", "qd",
+                            "thr", c.c_str(), "RPC/s", "p50", "p99", k.c_str(), "RPC/s", "p50", "p99", "RPC/s x",
+                            "p99 x");
+                for (uint64_t t : sw.threads)
+                    for (uint64_t size : sw.sizes)
+                        for (uint64_t qd : sw.iodepths) {
+                            auto a = at.find({t, size, qd, c});
+                            auto b = at.find({t, size, qd, k});
+                            if (a == at.end() || b == at.end()) continue;
+                            const Point& x = *a->second;
+                            const Point& y = *b->second;
+                            std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-14s %11.0f %7.1f %7.1f | %-14s "
+                                        "%11.0f %7.1f %7.1f | %7.2fx %7.2fx\n",
+                                        size, qd, t, "", x.rps, x.p50, x.p99, "", y.rps, y.p50, y.p99,
+                                        y.rps > 0 ? x.rps / y.rps : 0.0, x.p99 > 0 ? y.p99 / x.p99 : 0.0);
+                        }
+            }
+        std::fflush(stdout);
+    }
+};
+
+}  // namespace
+
+int sweep_main(int argc, char** argv) {
+    Sweep sw;
+    std::string err;
+    if (!parse_sweep(argc, argv, &sw, &err)) {
+        std::fprintf(stderr, "knb sweep: %s\n", err.c_str());
+        return 2;
+    }
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    return Runner(std::move(sw)).run();
+}
+
+}  // namespace knb

@@ -1,0 +1,371 @@
+// knb's command line (knb/options) and its JSON run document (knb/report):
+// every flag parsed and bounded, every bad input a one-line error naming it,
+// to_args() a faithful inverse of parse(), and the document well-formed JSON
+// carrying the schema version-1 keys, with a monotone CDF that ends at 1.
+#include <catch2/catch.hpp>
+
+#include <cctype>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "knb/options.hpp"
+#include "knb/report.hpp"
+
+using namespace knb;
+
+namespace {
+
+bool parse_args(std::vector<std::string> a, Options* o, std::string* err) {
+    std::vector<const char*> argv;
+    for (auto& s : a) argv.push_back(s.c_str());
+    return parse(int(argv.size()), argv.data(), o, err);
+}
+
+std::string error_of(std::vector<std::string> a) {
+    Options o;
+    std::string err;
+    if (parse_args(std::move(a), &o, &err)) return "(accepted)";
+    return err;
+}
+
+// A strict JSON reader that records every object key by its dotted path
+// ("result.latency_us.p99"); arrays add "[]" ("cdf[]").
+struct JsonCheck {
+    const std::string& s;
+    size_t i = 0;
+    std::set<std::string> keys;
+    std::map<std::string, std::string> scalars;  // path -> literal text
+    std::vector<std::pair<double, double>> cdf;
+
+    explicit JsonCheck(const std::string& text) : s(text) {}
+
+    void ws() {
+        while (i < s.size() && std::isspace(uint8_t(s[i]))) ++i;
+    }
+    bool lit(const char* w) {
+        size_t n = std::strlen(w);
+        if (s.compare(i, n, w) != 0) return false;
+        i += n;
+        return true;
+    }
+    bool string(std::string* out) {
+        if (i >= s.size() || s[i] != '"') return false;
+        ++i;
+        std::string v;
+        while (i < s.size() && s[i] != '"') {
+            if (uint8_t(s[i]) < 0x20) return false;
+            if (s[i] == '\\') {
+                ++i;
+                if (i >= s.size()) return false;
+                if (s[i] == 'u') {
+                    if (i + 4 >= s.size()) return false;
+                    i += 4;
+                }
+            }
+            v += s[i++];
+        }
+        if (i >= s.size()) return false;
+        ++i;
+        if (out) *out = v;
+        return true;
+    }
+    bool number(double* out) {
+        size_t start = i;
+        if (i < s.size() && s[i] == '-') ++i;
+        while (i < s.size() && (std::isdigit(uint8_t(s[i])) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
+                                s[i] == '+' || s[i] == '-'))
+            ++i;
+        if (i == start) return false;
+        char* end = nullptr;
+        std::string t = s.substr(start, i - start);
+        double d = std::strtod(t.c_str(), &end);
+        if (*end) return false;
+        if (out) *out = d;
+        return true;
+    }
+    bool value(const std::string& path) {
+        ws();
+        if (i >= s.size()) return false;
+        size_t start = i;
+        bool ok;
+        if (s[i] == '{') ok = object(path);
+        else if (s[i] == '[') ok = array(path);
+        else if (s[i] == '"') ok = string(nullptr);
+        else if (lit("true") || lit("false") || lit("null")) ok = true;
+        else ok = number(nullptr);
+        if (ok && s[start] != '{' && s[start] != '[') scalars[path] = s.substr(start, i - start);
+        return ok;
+    }
+    bool object(const std::string& path) {
+        ++i;
+        ws();
+        if (i < s.size() && s[i] == '}') return ++i, true;
+        for (;;) {
+            ws();
+            std::string k;
+            if (!string(&k)) return false;
+            const std::string p = path.empty() ? k : path + "." + k;
+            if (!keys.insert(p).second && path.find("[]") == std::string::npos) return false;  // duplicate key
+            ws();
+            if (!lit(":")) return false;
+            if (!value(p)) return false;
+            ws();
+            if (lit(",")) continue;
+            return lit("}");
+        }
+    }
+    bool array(const std::string& path) {
+        ++i;
+        ws();
+        if (i < s.size() && s[i] == ']') return ++i, true;
+        for (;;) {
+            ws();
+            if (path == "cdf" && i < s.size() && s[i] == '[') {  // [latency_us, fraction]
+                ++i;
+                double a, b;
+                ws();
+                if (!number(&a)) return false;
+                ws();
+                if (!lit(",")) return false;
+                ws();
+                if (!number(&b)) return false;
+                ws();
+                if (!lit("]")) return false;
+                cdf.emplace_back(a, b);
+            } else if (!value(path + "[]")) {
+                return false;
+            }
+            ws();
+            if (lit(",")) continue;
+            return lit("]");
+        }
+    }
+    bool document() {
+        ws();
+        if (i >= s.size() || s[i] != '{') return false;
+        if (!object("")) return false;
+        ws();
+        return i == s.size();
+    }
+};
+
+}  // namespace
+
+TEST_CASE("knb options: a client run with every flag", "[knb]") {
+    Options o;
+    std::string err;
+    REQUIRE(parse_args({"client", "--stack", "crescent", "--iface", "veth0", "--server", "10.0.0.1", "--proto", "rpc",
+                        "--mode", "batch", "--threads", "2", "--cpus", "0-1", "--msg-size", "4096", "--resp-size",
+                        "128", "--iodepth", "16", "--conns", "3", "--server-threads", "2", "--duration", "2.5",
+                        "--warmup", "0", "--rate", "50000", "--json", "/tmp/x.json", "--label", "a b", "--progress",
+                        "off", "--port", "7400", "--rx-ring", "2048", "--burst", "64", "--arena-mb", "128"},
+                       &o, &err));
+    CHECK(err.empty());
+    CHECK(o.role == Role::Client);
+    CHECK(o.stack == Stack::Crescent);
+    CHECK(o.mode == Mode::Batch);
+    CHECK(o.threads == 2);
+    CHECK(o.cpus == std::vector<unsigned>{0, 1});
+    CHECK(o.msg_size == 4096);
+    CHECK(o.resp_size == 128);
+    CHECK(o.iodepth == 16);
+    CHECK(o.conns == 3);
+    CHECK(o.server_threads == 2);
+    CHECK(o.duration == 2.5);
+    CHECK(o.warmup == 0);
+    CHECK(o.rate == 50000);
+    CHECK(o.json == "/tmp/x.json");
+    CHECK(o.label == "a b");
+    CHECK(o.progress == 0);
+    CHECK(o.port == 7400);
+    CHECK(o.rt.iface == "veth0");
+    CHECK(o.rt.rx_ring == 2048);
+    CHECK(o.rt.engine.burst == 64);
+    CHECK(o.rt.arena_bytes == (size_t(128) << 20));
+}
+
+TEST_CASE("knb options: defaults", "[knb]") {
+    Options o;
+    std::string err;
+    REQUIRE(parse_args({"client", "--stack", "kernel", "--server", "127.0.0.1"}, &o, &err));
+    CHECK(o.proto == Proto::Rpc);
+    CHECK(o.mode == Mode::Copy);  // kernel sockets copy
+    CHECK(o.kernel_wait == Wait::Busy);
+    CHECK(o.msg_size == 64);
+    CHECK(o.resp_size == 64);  // = the request
+    CHECK(o.iodepth == 1);
+    CHECK(o.conns == 1);
+    CHECK(o.threads == 1);
+    CHECK(o.server_threads == 0);  // ask the server
+    CHECK(o.duration == 10);
+    CHECK(o.warmup == 1);
+    CHECK(o.rate == 0);
+    CHECK(o.port == kDefaultPort);
+    CHECK(o.progress == -1);
+    REQUIRE(parse_args({"server", "--stack", "crescent", "--eal", "--vdev=net_memif0", "--ip", "10.0.0.1/24"}, &o, &err));
+    CHECK(o.role == Role::Server);
+    CHECK(o.mode == Mode::Inline);
+}
+
+TEST_CASE("knb options: bad input is one line naming the problem", "[knb]") {
+    CHECK(error_of({"clinet"}) == "the first argument must be server, client, sweep or raw, not 'clinet'");
+    CHECK(error_of({"client", "--server", "10.0.0.1"}) == "give --stack crescent or --stack kernel");
+    CHECK(error_of({"client", "--stack", "kernel"}) == "client: --server IP is required");
+    CHECK(error_of({"client", "--stack", "dpdk"}) == "--stack: 'dpdk' is not crescent or kernel");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "10.0.0.300"}) ==
+          "--server: '10.0.0.300' is not an IPv4 address");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--iodepth", "0"}) ==
+          "--iodepth: '0' is not a number in 1..1024");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--msg-size", "2000000"}) ==
+          "--msg-size: '2000000' is not a number in 1..1048576");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--duration", "abc"}) ==
+          "--duration: 'abc' is not a number in 0.1..86400");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--duration"}) == "--duration needs a value");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--mode", "inline"}) ==
+          "--mode inline: kernel sockets always copy (only --mode copy applies to --stack kernel)");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--iface", "eth0"}).rfind(
+              "--iface/--eal", 0) == 0);
+    CHECK(error_of({"client", "--stack", "crescent", "--server", "1.2.3.4"}) ==
+          "--stack crescent needs exactly one of --iface IFACE or --eal \"ARGS\"");
+    CHECK(error_of({"client", "--stack", "crescent", "--eal", "--vdev=x", "--server", "1.2.3.4"}) ==
+          "--eal needs --ip A.B.C.D/LEN (the device has no kernel address)");
+    CHECK(error_of({"server", "--stack", "kernel", "--iodepth", "4"}) ==
+          "--iodepth is a client option (the server answers what it is asked)");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--bogus"}) ==
+          "unknown option '--bogus' (see knb --help)");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--cpus", "3-1"}) ==
+          "--cpus: '3-1' is not a CPU list like 0-3 or 1,3 (CPUs 0..1023, no repeats)");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--threads", "4", "--cpus", "0,1"}) ==
+          "--cpus names 2 CPU(s) for --threads 4");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--proto", "echo", "--resp-size", "9"}) ==
+          "--proto echo: the response is the request (--resp-size must equal --msg-size)");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--iodepth", "1024", "--conns", "256"}) ==
+          "--iodepth x --conns x --server-threads x --threads is above 65536 requests in flight");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--rx-ring", "1000"}) ==
+          "--rx-ring: '1000' is not a power of two in 64..4096");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--progress", "maybe"}) ==
+          "--progress: 'maybe' is not on or off");
+}
+
+TEST_CASE("knb options: CPU lists", "[knb]") {
+    std::vector<unsigned> c;
+    CHECK(parse_cpu_list("0", &c));
+    CHECK(c == std::vector<unsigned>{0});
+    CHECK(parse_cpu_list("2,0-1,5", &c));
+    CHECK(c == std::vector<unsigned>{2, 0, 1, 5});
+    CHECK_FALSE(parse_cpu_list("", &c));
+    CHECK_FALSE(parse_cpu_list("1,", &c));
+    CHECK_FALSE(parse_cpu_list("1,1", &c));
+    CHECK_FALSE(parse_cpu_list("0-1,1", &c));
+    CHECK_FALSE(parse_cpu_list("a", &c));
+    CHECK_FALSE(parse_cpu_list("1024", &c));
+    CHECK_FALSE(parse_cpu_list("-1", &c));
+}
+
+TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
+    const std::vector<std::vector<std::string>> cases = {
+        {"client", "--stack", "crescent", "--eal", "--no-pci --vdev=net_memif0,role=client", "--ip", "10.88.0.2/24",
+         "--mac", "02:00:00:00:00:02", "--neighbour", "10.88.0.1=02:00:00:00:00:01", "--file-prefix", "p",
+         "--server", "10.88.0.1", "--mode", "copy", "--msg-size", "100", "--resp-size", "7", "--iodepth", "3",
+         "--rate", "1234.5", "--duration", "0.25", "--warmup", "0.125", "--threads", "2", "--cpus", "1,0"},
+        {"server", "--stack", "kernel", "--kernel-wait", "block", "--threads", "3", "--proto", "echo", "--port", "9"},
+    };
+    for (const auto& args : cases) {
+        Options a, b;
+        std::string err;
+        REQUIRE(parse_args(args, &a, &err));
+        std::vector<std::string> again = to_args(a);
+        REQUIRE(parse_args(again, &b, &err));
+        CHECK(to_args(b) == again);
+        CHECK(b.role == a.role);
+        CHECK(b.stack == a.stack);
+        CHECK(b.mode == a.mode);
+        CHECK(b.kernel_wait == a.kernel_wait);
+        CHECK(b.proto == a.proto);
+        CHECK(b.threads == a.threads);
+        CHECK(b.cpus == a.cpus);
+        CHECK(b.msg_size == a.msg_size);
+        CHECK(b.resp_size == a.resp_size);
+        CHECK(b.rate == a.rate);
+        CHECK(b.duration == a.duration);
+        CHECK(b.warmup == a.warmup);
+        CHECK(b.rt.eal == a.rt.eal);
+        CHECK(b.rt.neighbours == a.rt.neighbours);
+        CHECK(b.port == a.port);
+    }
+}
+
+TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[knb]") {
+    Result r;
+    std::string err;
+    REQUIRE(parse_args({"client", "--stack", "kernel", "--server", "10.0.0.1", "--label", "quote\" and \\ and \n",
+                        "--cpus", "1"},
+                       &r.cfg, &err));
+    r.ok = true;
+    r.seconds = 2;
+    r.requests = 1000;
+    r.completed = 1100;
+    r.verified = 1100;
+    r.server.known = true;
+    r.server.version = 1;
+    r.server.stack = "kernel";
+    r.server.threads = 1;
+    for (uint64_t v = 1000; v < 1000 + 1000 * 97; v += 97) r.latency.record(v);  // 1000 samples, 1..98 us
+    r.client_cpu_s = 1.5;
+    r.server_cpu_s = 2.0;
+    r.retrans_server = 3;
+
+    const std::string doc = to_json(r);
+    JsonCheck j(doc);
+    REQUIRE(j.document());
+    for (const char* k :
+         {"knb", "kind", "config.role", "config.stack", "config.proto", "config.mode", "config.kernel_wait",
+          "config.threads", "config.server_threads", "config.conns", "config.msg_size", "config.resp_size",
+          "config.iodepth", "config.duration", "config.warmup", "config.rate", "config.loop", "config.server",
+          "config.port", "config.cpus", "config.label", "config.device", "server.stack", "server.mode",
+          "server.kernel_wait", "server.threads", "server.version", "result.ok", "result.error", "result.seconds",
+          "result.requests", "result.completed", "result.verified", "result.errors", "result.rps", "result.gbit_s",
+          "result.latency_us.min", "result.latency_us.mean", "result.latency_us.p50", "result.latency_us.p90",
+          "result.latency_us.p99", "result.latency_us.p999", "result.latency_us.max", "result.cpu_s.client",
+          "result.cpu_s.server", "result.cpu_us_per_rpc.client", "result.cpu_us_per_rpc.server",
+          "result.retrans.client", "result.retrans.server", "result.drops.client", "result.drops.server", "cdf"})
+        CHECK(j.keys.count(k) == 1);
+    CHECK(j.scalars["knb"] == "1");
+    CHECK(j.scalars["kind"] == "\"run\"");
+    CHECK(j.scalars["result.rps"] == "500");
+    CHECK(j.scalars["result.requests"] == "1000");
+    CHECK(j.scalars["result.drops.client"] == "null");  // kernel: not known
+    CHECK(j.scalars["result.retrans.server"] == "3");
+    CHECK(j.scalars["result.cpu_us_per_rpc.server"] == "2000");
+    CHECK(j.scalars["config.loop"] == "\"closed\"");
+    CHECK(j.scalars["config.cpus[]"] == "1");
+    // The CDF: increasing latencies, a non-decreasing fraction ending at 1.
+    REQUIRE(j.cdf.size() > 10);
+    for (size_t i = 1; i < j.cdf.size(); ++i) {
+        CHECK(j.cdf[i].first > j.cdf[i - 1].first);
+        CHECK(j.cdf[i].second >= j.cdf[i - 1].second);
+    }
+    CHECK(j.cdf.back().second == Approx(1.0));
+    CHECK(j.cdf.front().first == Approx(1.0).epsilon(0.02));
+    CHECK(j.cdf.back().first == Approx(97.03).epsilon(0.02));
+
+    // A failed run: not ok, the error carried, an unknown server is null.
+    Result f;
+    f.cfg = r.cfg;
+    f.error = "the server went away mid-run";
+    const std::string fdoc = to_json(f);
+    JsonCheck fj(fdoc);
+    REQUIRE(fj.document());
+    CHECK(fj.scalars["result.ok"] == "false");
+    CHECK(fj.scalars["server"] == "null");
+    CHECK(fj.scalars["result.error"] == "\"the server went away mid-run\"");
+    CHECK(fj.cdf.empty());
+}
+
+TEST_CASE("knb report: the progress line", "[knb]") {
+    CHECK(progress_line(1.5, 11, 123456, 41.25, false) ==
+          "knb running   1.5/11 s        123456 RPC/s  p99     41.2 us");
+    CHECK(progress_line(0.2, 11, 0, 0, true).rfind("knb warm-up", 0) == 0);
+}
