@@ -2,6 +2,7 @@
 #include "knb/options.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -102,6 +103,7 @@ const char* usage() {
            "  --iface IF | --eal ARGS   crescent's device: AF_XDP on IF with steering, or DPDK EAL\n"
            "                            arguments (then --ip A.B.C.D/LEN [--mac M] [--neighbour IP=MAC]...)\n"
            "  --file-prefix P --no-huge --burst N --arena-mb N --rx-ring N --impair SPEC   crescent tuning\n"
+           "  --idle-sleep-us N         crescent engines nap up to N us after 1000 idle polls (default: spin)\n"
            "  --stats                   per-engine counters on stderr at the end\n"
            "client:\n"
            "  --server IP               the server (required)\n"
@@ -242,6 +244,10 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
         } else if (f == "--arena-mb") {
             if (!p.number(16, 1u << 20, &n)) return false;
             o.rt.arena_bytes = size_t(n) << 20;
+        } else if (f == "--idle-sleep-us") {
+            if (!p.number(1, 1000000, &n)) return false;
+            o.rt.engine.idle_spin = 1000;
+            o.rt.engine.idle_sleep = std::chrono::microseconds(n);
         } else if (f == "--rx-ring") {
             if (!p.number(64, 4096, &n)) return false;
             if (n & (n - 1)) return p.fail("--rx-ring: '" + std::to_string(n) + "' is not a power of two in 64..4096");
@@ -362,6 +368,9 @@ std::vector<std::string> to_args(const Options& o) {
     if (o.rt.engine.burst != defaults.engine.burst) add("--burst", std::to_string(o.rt.engine.burst));
     if (o.rt.arena_bytes != defaults.arena_bytes) add("--arena-mb", std::to_string(o.rt.arena_bytes >> 20));
     if (o.rt.rx_ring) add("--rx-ring", std::to_string(o.rt.rx_ring));
+    if (o.rt.engine.idle_spin)
+        add("--idle-sleep-us",
+            std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(o.rt.engine.idle_sleep).count()));
     if (o.role == Role::Client) {
         add("--server", o.server);
         add("--msg-size", std::to_string(o.msg_size));
