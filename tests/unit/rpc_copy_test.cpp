@@ -18,6 +18,7 @@
 
 #include "tests/support/ring_bed.hpp"
 #include "tests/support/zbuf_leak.hpp"
+#include "tests/support/rpc_data.hpp"
 
 using namespace crescent;
 using namespace std::chrono_literals;
@@ -30,28 +31,9 @@ namespace {
 constexpr uint32_t kEcho = 1;
 constexpr size_t kSizes[] = {64, 4096, 200u << 10};
 
-uint8_t pattern(uint64_t call, uint64_t off) { return uint8_t((call * 131 + off * 7) >> 1); }
-
-std::vector<Slice> make_data(uint64_t call, size_t n) {
-    std::vector<Slice> v;
-    for (size_t off = 0; off < n;) {
-        size_t k = std::min<size_t>(n - off, 16384);
-        Slice s = zbuf::Arena::current()->alloc_slice(k);
-        REQUIRE(s);
-        for (size_t i = 0; i < k; ++i) s.data()[i] = std::byte(pattern(call, off + i));
-        v.push_back(std::move(s));
-        off += k;
-    }
-    return v;
-}
-
-bool check_data(uint64_t call, std::span<Slice> d, size_t n) {
-    size_t off = 0;
-    for (const Slice& s : d)
-        for (size_t i = 0; i < s.size(); ++i, ++off)
-            if (uint8_t(s.data()[i]) != pattern(call, off)) return false;
-    return off == n;
-}
+using crescent::test::check_data;
+using crescent::test::make_data;
+using crescent::test::pattern;
 
 StreamStats sum_streams(Engine& e) {
     StreamStats t;

@@ -19,6 +19,7 @@
 #include "rpc/framing.hpp"
 #include "tests/support/ring_bed.hpp"
 #include "tests/support/zbuf_leak.hpp"
+#include "tests/support/rpc_data.hpp"
 
 using namespace crescent;
 using namespace std::chrono_literals;
@@ -32,28 +33,9 @@ constexpr uint32_t kEcho = 1, kDefer = 2, kDrop = 3, kNever = 4, kPeerPort = 5;
 std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
 std::string str_of(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
 
-uint8_t pattern(uint64_t call, uint64_t off) { return uint8_t((call * 131 + off * 7) >> 1); }
-
-std::vector<Slice> make_data(uint64_t call, size_t n) {
-    std::vector<Slice> v;
-    for (size_t off = 0; off < n;) {
-        size_t k = std::min<size_t>(n - off, 16384);
-        Slice s = zbuf::Arena::current()->alloc_slice(k);
-        REQUIRE(s);
-        for (size_t i = 0; i < k; ++i) s.data()[i] = std::byte(pattern(call, off + i));
-        v.push_back(std::move(s));
-        off += k;
-    }
-    return v;
-}
-
-bool check_data(uint64_t call, std::span<Slice> d, size_t n) {
-    size_t off = 0;
-    for (const Slice& s : d)
-        for (size_t i = 0; i < s.size(); ++i, ++off)
-            if (uint8_t(s.data()[i]) != pattern(call, off)) return false;
-    return off == n;
-}
+using crescent::test::check_data;
+using crescent::test::make_data;
+using crescent::test::pattern;
 
 // The test service: echo (zero-copy: the request's slices go back), deferred
 // replies from a timer, dropped calls, calls never answered, the peer's port.
