@@ -61,34 +61,44 @@ int64_t wall_ns() {
 
 // The byte a request / response must hold at `p`, or -1 where nothing is
 // checked. Requests carry the call number in [0, 8) and (xor 0x5a) in the
-// last 8 bytes past those; pre-filled responses carry pattern().
-int expected(bool echoed, uint64_t n, uint64_t size, uint64_t p) {
+// last 8 bytes past those; pre-filled responses carry pattern(). With
+// --verify full every byte between is set and checked too (a function of the
+// call number and the offset).
+int expected(bool echoed, uint64_t n, uint64_t size, uint64_t p, bool full) {
     if (p < 8) return echoed ? uint8_t(n >> (8 * p)) : pattern(p);
     const uint64_t back = size - 1 - p;
     if (back < 8) return echoed ? uint8_t(uint8_t(n >> (8 * back)) ^ 0x5a) : pattern(p);
-    return -1;
+    if (!full) return -1;
+    return echoed ? uint8_t(n * 131 + p * 7) : pattern(p);
 }
 
 // Checks bytes [off, off + s.size()) of a message against expected().
-bool check_piece(bool echoed, uint64_t n, uint64_t size, uint64_t off, const Slice& s) {
+bool check_piece(bool echoed, uint64_t n, uint64_t size, uint64_t off, const Slice& s, bool full) {
     auto range = [&](uint64_t from, uint64_t to) {
         const uint64_t a = std::max(from, off), b = std::min(to, off + s.size());
         for (uint64_t p = a; p < b; ++p)
-            if (std::to_integer<uint8_t>(s.data()[p - off]) != expected(echoed, n, size, p)) return false;
+            if (std::to_integer<uint8_t>(s.data()[p - off]) != expected(echoed, n, size, p, full)) return false;
         return true;
     };
+    if (full) return range(0, size);
     return range(0, std::min<uint64_t>(8, size)) && range(std::max<uint64_t>(8, size >= 8 ? size - 8 : 0), size);
 }
 
 // Fills `req` with a `size`-byte request numbered `n`. false: the arena is empty.
-bool build_request(uint64_t n, uint64_t size, std::vector<Slice>& req) {
+bool build_request(uint64_t n, uint64_t size, std::vector<Slice>& req, bool full) {
     req.clear();
     for (uint64_t off = 0; off < size; off += kChunk) {
         Slice s = zbuf::Arena::current()->alloc_slice(size_t(std::min<uint64_t>(kChunk, size - off)));
         if (!s) return false;
         req.push_back(std::move(s));
     }
-    auto put = [&](uint64_t p) { req[p / kChunk].data()[p % kChunk] = std::byte(uint8_t(expected(true, n, size, p))); };
+    auto put = [&](uint64_t p) {
+        req[p / kChunk].data()[p % kChunk] = std::byte(uint8_t(expected(true, n, size, p, full)));
+    };
+    if (full) {
+        for (uint64_t p = 0; p < size; ++p) put(p);
+        return true;
+    }
     for (uint64_t p = 0; p < std::min<uint64_t>(8, size); ++p) put(p);
     for (uint64_t p = std::max<uint64_t>(8, size >= 8 ? size - 8 : 0); p < size; ++p) put(p);
     return true;
@@ -403,7 +413,7 @@ class RpcLoader final : public Loader {
     }
 
     void send_one(uint64_t n, Instant intended, void*) override {
-        if (!build_request(n, o->msg_size, req)) {
+        if (!build_request(n, o->msg_size, req, o->verify_full)) {
             fail("the client's zbuf arena is empty (request " + std::to_string(n) + "); try --arena-mb");
             return;
         }
@@ -436,7 +446,7 @@ class RpcLoader final : public Loader {
         }
         uint64_t off = 0;
         for (const Slice& s : r.data) {
-            if (!check_piece(echoed, n, o->resp_size, off, s)) {
+            if (!check_piece(echoed, n, o->resp_size, off, s, o->verify_full)) {
                 fail("response to request " + std::to_string(n) + " has wrong bytes (" +
                      (echoed ? "the request number is not echoed" : "not the server's pattern") + ")");
                 return;
@@ -497,7 +507,7 @@ class EchoLoader final : public Loader {
                     const uint64_t size = l->o->msg_size;
                     const size_t k = size_t(std::min<uint64_t>(size - off, rest.size()));
                     Slice part = rest.sub(0, k);
-                    if (!check_piece(true, n, size, off, part)) {
+                    if (!check_piece(true, n, size, off, part, l->o->verify_full)) {
                         l->fail("echoed bytes of request " + std::to_string(n) + " are wrong");
                         return;
                     }
@@ -562,7 +572,7 @@ class EchoLoader final : public Loader {
             fail("an echo connection is gone");
             return;
         }
-        if (!build_request(n, o->msg_size, req)) {
+        if (!build_request(n, o->msg_size, req, o->verify_full)) {
             fail("the client's zbuf arena is empty (request " + std::to_string(n) + "); try --arena-mb");
             return;
         }

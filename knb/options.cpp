@@ -116,7 +116,8 @@ const char* usage() {
            "                            time (default: closed loop)\n"
            "  --json FILE               everything, the latency CDF and the configuration\n"
            "  --label L                 a name carried into the result\n"
-           "  --progress on|off         the one-line live display (default: when stderr is a terminal)\n";
+           "  --progress on|off         the one-line live display (default: when stderr is a terminal)\n"
+           "  --verify ends|full        check the 8 bytes at each end of every response (ends), or every byte\n";
 }
 
 namespace {
@@ -284,6 +285,12 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
         } else if (client && f == "--label") {
             if (!p.value(&v)) return false;
             o.label = v;
+        } else if (client && f == "--verify") {
+            if (!p.value(&v)) return false;
+            std::string_view s = v;
+            if (s == "full") o.verify_full = true;
+            else if (s == "ends") o.verify_full = false;
+            else return bad("ends or full");
         } else if (client && f == "--progress") {
             if (!p.value(&v)) return false;
             std::string_view s = v;
@@ -293,7 +300,8 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
         } else {
             if (!client && (f == "--server" || f == "--msg-size" || f == "--resp-size" || f == "--iodepth" ||
                             f == "--conns" || f == "--duration" || f == "--warmup" || f == "--rate" ||
-                            f == "--json" || f == "--server-threads" || f == "--label" || f == "--progress"))
+                            f == "--json" || f == "--server-threads" || f == "--label" || f == "--progress" ||
+                            f == "--verify"))
                 return p.fail(std::string(f) + " is a client option (the server answers what it is asked)");
             return p.fail("unknown option '" + std::string(f) + "' (see knb --help)");
         }
@@ -384,6 +392,7 @@ std::vector<std::string> to_args(const Options& o) {
         if (!o.json.empty()) add("--json", o.json);
         if (!o.label.empty()) add("--label", o.label);
         if (o.progress >= 0) add("--progress", o.progress ? "on" : "off");
+        if (o.verify_full) add("--verify", "full");
     }
     return a;
 }

@@ -71,6 +71,7 @@ struct Options {
     std::string json;                    // write the result here
     std::string label;                   // free text carried into the result
     int progress = -1;                   // -1: when stderr is a terminal; 0/1 forced
+    bool verify_full = false;            // --verify full: every byte, not the 8 at each end
 };
 
 // argv[0] is the role ("server" / "client"). false + *err (one line).

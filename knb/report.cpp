@@ -133,6 +133,7 @@ std::string to_json(const Result& r) {
         .real("warmup", c.warmup)
         .real("rate", c.rate)
         .str("loop", c.rate > 0 ? "open" : "closed")
+        .str("verify", c.verify_full ? "full" : "ends")
         .str("server", c.server)
         .u64("port", c.port);
     std::string cpus = "[";

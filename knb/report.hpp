@@ -4,7 +4,7 @@
 // JSON schema, version 1 (checked by tests/unit/knb_report_test):
 //   {"knb":1, "kind":"run",
 //    "config":{role,stack,proto,mode,kernel_wait,threads,server_threads,conns,msg_size,resp_size,iodepth,
-//              duration,warmup,rate,loop:"closed"|"open",server,port,cpus:[..],label,device},
+//              duration,warmup,rate,loop:"closed"|"open",verify:"ends"|"full",server,port,cpus:[..],label,device},
 //    "server":{stack,mode,kernel_wait,threads,version} | null (echo: an unknown server),
 //    "result":{ok,error,seconds,requests,completed,verified,errors,rps,gbit_s,
 //              latency_us:{min,mean,p50,p90,p99,p999,max}, cpu_s:{client,server|null},

@@ -160,7 +160,8 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
                         "--mode", "batch", "--threads", "2", "--cpus", "0-1", "--msg-size", "4096", "--resp-size",
                         "128", "--iodepth", "16", "--conns", "3", "--server-threads", "2", "--duration", "2.5",
                         "--warmup", "0", "--rate", "50000", "--json", "/tmp/x.json", "--label", "a b", "--progress",
-                        "off", "--port", "7400", "--rx-ring", "2048", "--burst", "64", "--arena-mb", "128"},
+                        "off", "--port", "7400", "--rx-ring", "2048", "--burst", "64", "--arena-mb", "128",
+                        "--verify", "full"},
                        &o, &err));
     CHECK(err.empty());
     CHECK(o.role == Role::Client);
@@ -184,6 +185,7 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
     CHECK(o.rt.rx_ring == 2048);
     CHECK(o.rt.engine.burst == 64);
     CHECK(o.rt.arena_bytes == (size_t(128) << 20));
+    CHECK(o.verify_full);
 }
 
 TEST_CASE("knb options: defaults", "[knb]") {
@@ -247,6 +249,8 @@ TEST_CASE("knb options: bad input is one line naming the problem", "[knb]") {
           "--rx-ring: '1000' is not a power of two in 64..4096");
     CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--progress", "maybe"}) ==
           "--progress: 'maybe' is not on or off");
+    CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--verify", "some"}) ==
+          "--verify: 'some' is not ends or full");
 }
 
 TEST_CASE("knb options: CPU lists", "[knb]") {
@@ -269,7 +273,8 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
         {"client", "--stack", "crescent", "--eal", "--no-pci --vdev=net_memif0,role=client", "--ip", "10.88.0.2/24",
          "--mac", "02:00:00:00:00:02", "--neighbour", "10.88.0.1=02:00:00:00:00:01", "--file-prefix", "p",
          "--server", "10.88.0.1", "--mode", "copy", "--msg-size", "100", "--resp-size", "7", "--iodepth", "3",
-         "--rate", "1234.5", "--duration", "0.25", "--warmup", "0.125", "--threads", "2", "--cpus", "1,0"},
+         "--rate", "1234.5", "--duration", "0.25", "--warmup", "0.125", "--threads", "2", "--cpus", "1,0",
+         "--verify", "full"},
         {"server", "--stack", "kernel", "--kernel-wait", "block", "--threads", "3", "--proto", "echo", "--port", "9"},
     };
     for (const auto& args : cases) {
@@ -294,6 +299,7 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
         CHECK(b.rt.eal == a.rt.eal);
         CHECK(b.rt.neighbours == a.rt.neighbours);
         CHECK(b.port == a.port);
+        CHECK(b.verify_full == a.verify_full);
     }
 }
 
@@ -323,7 +329,8 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
     for (const char* k :
          {"knb", "kind", "config.role", "config.stack", "config.proto", "config.mode", "config.kernel_wait",
           "config.threads", "config.server_threads", "config.conns", "config.msg_size", "config.resp_size",
-          "config.iodepth", "config.duration", "config.warmup", "config.rate", "config.loop", "config.server",
+          "config.iodepth", "config.duration", "config.warmup", "config.rate", "config.loop", "config.verify",
+          "config.server",
           "config.port", "config.cpus", "config.label", "config.device", "server.stack", "server.mode",
           "server.kernel_wait", "server.threads", "server.version", "result.ok", "result.error", "result.seconds",
           "result.requests", "result.completed", "result.verified", "result.errors", "result.rps", "result.gbit_s",
