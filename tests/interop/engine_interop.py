@@ -36,7 +36,7 @@ Cases:
                     the tap netdev: Linux client <-> crescent server (inline and
                     batch), crescent client <-> kernel-echo with 1 % loss; every
                     data segment must leave zero-copy.
-  mac_change        Linux echo-load in B <-> crescent server in A; B's MAC is
+  mac_change        knb's kernel-TCP echo client in B <-> crescent server in A; B's MAC is
                     changed (ip link set address) and announced by ARP; a second
                     run succeeds only if crescent took the new MAC from netlink.
 Exit 77 (skip) when not root.
@@ -552,10 +552,15 @@ def case_gateway(testbed):
 
 
 def echo_load(bed, which, host, mode, timeout=60):
-    r = bed.run(which, ECHO_LOAD, "--host", host, "--port", "7", "--conns", "4", "--size", "4096",
-                "--duration", "2", "--mode", mode, timeout=timeout)
-    print(f"echo-load {mode}: rc={r.returncode} {r.stdout.strip()} {r.stderr.strip()[-1500:]}")
-    return r.returncode == 0 and '"ok":true' in r.stdout
+    """knb's echo client on kernel TCP against the echo server at host:7, every byte
+    verified: rr = 4 KiB messages one at a time per connection, stream = 64 KiB
+    messages, 4 in flight per connection (256 KiB windows)."""
+    size, depth = ("4096", "1") if mode == "rr" else ("65536", "4")
+    r = bed.run(which, KNB, "client", "--stack", "kernel", "--proto", "echo", "--server", host, "--port", "7",
+                "--conns", "4", "--msg-size", size, "--iodepth", depth, "--duration", "2", "--warmup", "0.2",
+                "--verify", "full", "--progress", "off", "--cpus", str((os.cpu_count() or 1) - 1), timeout=timeout)
+    print(f"knb echo {mode}: rc={r.returncode} {r.stdout.strip()[-400:]} {r.stderr.strip()[-1500:]}")
+    return r.returncode == 0
 
 
 def link_mac(bed, which, dev):
@@ -764,10 +769,10 @@ def main():
     if case == "gateway":
         return case_gateway(testbed)
     if case == "mac_change":
-        global ECHO_LOAD
-        ECHO_LOAD = os.environ.get("CRESCENT_ECHO_LOAD", "")
-        if not ECHO_LOAD:
-            print("mac_change needs CRESCENT_ECHO_LOAD (path of tools/echo-load)")
+        global KNB
+        KNB = os.environ.get("CRESCENT_KNB", "")
+        if not KNB:
+            print("mac_change needs CRESCENT_KNB (path of the knb binary)")
             return 2
         return case_mac_change(testbed)
     print(f"unknown case {case}")
