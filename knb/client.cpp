@@ -158,6 +158,7 @@ public:
     rpc::Histogram hist;                  // ns, responses inside the window
     uint64_t measured = 0, completed = 0, verified = 0, errors = 0;
     uint64_t retrans = 0;
+    std::string channel_stats;            // rpc: the channel's counters at the end (--stats)
     bool finished = false;
     // Engine 0 (rpc): knb.stats at both ends of the window, and the client's CPU.
     bool have_stats = false;
@@ -234,7 +235,10 @@ protected:
     void tick() {
         const Instant now = e->now();
         publish(now);
-        if (sh->aborted() && phase != Phase::Done) phase = Phase::Final, final_since = Instant::zero();
+        if (sh->aborted() && phase != Phase::Final && phase != Phase::Done) {
+            phase = Phase::Final;  // an error anywhere: close without waiting for knb.stats
+            final_since = Instant::zero();
+        }
         switch (phase) {
         case Phase::Info:
             info_tick();
@@ -473,6 +477,10 @@ class RpcLoader final : public Loader {
         if (!ch) return;
         for (const ConnStats& c : ch->connection_stats())
             retrans += c.retrans_timeout + c.retrans_fast + c.retrans_sack + c.retrans_rescue;
+        const rpc::ChannelStats& cs = ch->stats();
+        channel_stats = "calls=" + std::to_string(cs.calls) + " ok=" + std::to_string(cs.ok) +
+                        " failed=" + std::to_string(cs.failed) + " connects=" + std::to_string(cs.connects) +
+                        " disconnects=" + std::to_string(cs.disconnects);
         ch->close();
         e->add_timer(10ms, [this] { ch.reset(); });
     }
@@ -697,7 +705,9 @@ int run_client(const Options& o, Result* out) {
             res.seconds = std::clamp(double(sh.abort_at.load()) / 1e9 - warm_end, 0.0, window);
         }
     }
+    std::vector<std::string> channels(n);
     for (unsigned i = 0; i < n; ++i) {
+        channels[i] = loaders[i]->channel_stats;
         zbuf::CoreScope core(rt->engine(i).core());
         loaders[i].reset();
     }
@@ -708,6 +718,7 @@ int run_client(const Options& o, Result* out) {
                 if (v) std::fprintf(stderr, " %.*s=%" PRIu64, int(k.size()), k.data(), v);
             });
             std::fprintf(stderr, "\n");
+            if (!channels[i].empty()) std::fprintf(stderr, "channel %u: %s\n", i, channels[i].c_str());
         }
     if (!sh.aborted() && !all_finished) {
         res.error = "interrupted before the run ended";
