@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -62,6 +63,7 @@ constexpr uint16_t kEtherType = 0x88B5;      // IEEE 802 local experimental ethe
 constexpr uint32_t kMagic = 0x7262'6e6b;     // "knbr"
 constexpr uint32_t kMinFrame = 60;           // Ethernet minimum without FCS
 constexpr uint32_t kMaxFrame = 9014;         // jumbo MTU + Ethernet header (checked against the port's MTU)
+constexpr uint64_t kMaxSizeAsked = 1u << 21; // --size with --fit-mtu (lowered to the port's largest frame)
 constexpr uint16_t kBurst = 32;
 constexpr unsigned kMaxQueues = 64;
 constexpr uint32_t kMaxDepth = 4096;
@@ -99,7 +101,8 @@ struct RawOptions {
     std::string iface;
     std::string eal;
     unsigned queues = 1;
-    uint32_t size = 64;
+    uint64_t size = 64;       // as asked; run_ping() lowers it to the device's largest frame with fit_mtu
+    bool fit_mtu = false;
     uint32_t iodepth = 1;
     double duration = 3;      // ping: measured seconds; reflect: 0 = until SIGINT/SIGTERM
     bool duration_given = false;
@@ -109,19 +112,24 @@ struct RawOptions {
     std::string bed;
     std::string file_prefix;
     std::string cpus;
+    uint32_t idle_sleep_us = 0;   // 0: spin
     rte_ether_addr peer{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
 };
 
 const char* kUsage =
     "usage: knb raw reflect (--iface IF | --eal \"ARGS\") [--queues N (1)] [--duration S (until SIGINT/SIGTERM)]\n"
-    "                       [--file-prefix P] [--cpus LIST]\n"
+    "                       [--file-prefix P] [--cpus LIST] [--idle-sleep-us N]\n"
     "       knb raw ping    (--iface IF | --eal \"ARGS\") [--size N (64)] [--iodepth D (1)] [--queues N (1)]\n"
     "                       [--duration S (3)] [--warmup S (1)] [--timeout-ms T (200)] [--peer-mac M (broadcast)]\n"
-    "                       [--bed NAME] [--json FILE] [--file-prefix P] [--cpus LIST]\n"
+    "                       [--fit-mtu] [--bed NAME] [--json FILE] [--file-prefix P] [--cpus LIST]\n"
+    "                       [--idle-sleep-us N]\n"
     "Frames of ethertype 0x88B5 between two DPDK processes, no TCP: the packet round-trip limit of the bed.\n"
-    "--size is the frame length with its Ethernet header (60..MTU+14); --iodepth frames are kept in flight per\n"
+    "--size is the frame length with its Ethernet header (60..MTU+14); --fit-mtu lowers a larger --size to\n"
+    "MTU+14 (said on stderr; the JSON has size, size_asked and capped); --iodepth frames are kept in flight per\n"
     "queue; memif queue i of one side meets queue i of the other. --iface uses AF_XDP with the PMD's own XDP\n"
-    "program (every frame of the queue goes to DPDK). Exit: 0 ok, 1 the run failed, 2 bad options.\n";
+    "program (every frame of the queue goes to DPDK). --idle-sleep-us N: after 1000 empty polls each loop naps\n"
+    "N us per empty poll (as crescent's engines do), so that busy processes can share CPUs (default: spin).\n"
+    "Exit: 0 ok, 1 the run failed, 2 bad options.\n";
 
 struct BadArgs {
     std::string msg;
@@ -201,15 +209,22 @@ std::string parse(int argc, char** argv, RawOptions* o) {
             o->file_prefix = v;
             if (o->file_prefix.empty() || o->file_prefix.find('/') != std::string::npos)
                 return "--file-prefix: '" + o->file_prefix + "' must be a non-empty name without '/'";
+        } else if (f == "--idle-sleep-us") {
+            if (!(v = value())) return need(v);
+            if (!parse_u64(v, 1, 1000000, &n))
+                return "--idle-sleep-us: '" + std::string(v) + "' is not a number in 1..1000000";
+            o->idle_sleep_us = uint32_t(n);
         } else if (f == "--cpus") {
             if (!(v = value())) return need(v);
             if (!cpu_list_ok(v)) return "--cpus: '" + std::string(v) + "' is not a CPU list like 0-1 or 2,3";
             o->cpus = v;
         } else if (ping && f == "--size") {
             if (!(v = value())) return need(v);
-            if (!parse_u64(v, kMinFrame, kMaxFrame, &n))
+            if (!parse_u64(v, kMinFrame, kMaxSizeAsked, &n))
                 return "--size: '" + std::string(v) + "' is not a frame length in 60..9014";
-            o->size = uint32_t(n);
+            o->size = n;
+        } else if (ping && f == "--fit-mtu") {
+            o->fit_mtu = true;
         } else if (ping && f == "--iodepth") {
             if (!(v = value())) return need(v);
             if (!parse_u64(v, 1, kMaxDepth, &n)) return "--iodepth: '" + std::string(v) + "' is not a number in 1..4096";
@@ -238,6 +253,8 @@ std::string parse(int argc, char** argv, RawOptions* o) {
     }
     if (o->iface.empty() == o->eal.empty()) return "give exactly one of --iface IF or --eal \"ARGS\"";
     if (!ping && !o->duration_given) o->duration = 0;
+    if (ping && !o->fit_mtu && o->size > kMaxFrame)
+        return "--size: '" + std::to_string(o->size) + "' is not a frame length in 60..9014 (or give --fit-mtu)";
     if (ping && uint64_t(o->iodepth) > 65535) return "--iodepth is above 65535";
     return {};
 }
@@ -271,10 +288,32 @@ std::atomic<bool> g_abort{false};  // a loop failed: every loop stops
 
 bool stopping() { return g_abort.load(std::memory_order_relaxed) || dev::Runtime::stop_requested(); }
 
+// --idle-sleep-us: after kIdleSpin empty polls in a row, every further empty
+// poll naps (as crescent's engines do with EngineConfig::idle_spin), so that
+// two busy processes can share CPUs. 0: always spin.
+constexpr uint32_t kIdleSpin = 1000;
+struct IdleNap {
+    uint32_t sleep_us = 0;
+    uint32_t idle = 0;
+    uint64_t naps = 0;
+    void after_poll(bool work) {
+        if (sleep_us == 0) return;
+        if (work) {
+            idle = 0;
+            return;
+        }
+        if (++idle < kIdleSpin) return;
+        ++naps;
+        timespec ts{0, long(sleep_us) * 1000};
+        nanosleep(&ts, nullptr);
+    }
+};
+
 struct ReflectLoop {
     dev::Queue* q = nullptr;
     rte_ether_addr mac{};
     uint64_t end_tsc = 0;    // 0: until stopped
+    IdleNap nap;
     uint64_t reflected = 0;  // frames handed to the queue's TX batch
     uint64_t ignored = 0;    // not knb's ethertype: freed
     uint64_t tx_dropped = 0; // the TX batch was full: freed
@@ -304,6 +343,7 @@ struct ReflectLoop {
                 }
             }
             q->flush();
+            nap.after_poll(n != 0);
         }
     }
 };
@@ -323,6 +363,7 @@ struct PingLoop {
     uint64_t warm_tsc = 0, end_tsc = 0, timeout_tsc = 0, drain_tsc = 0;
     double ns_per_tsc = 1;
     std::vector<Slot> slots;
+    IdleNap nap;
 
     // results (read after the loop returned)
     rpc::Histogram hist;        // ns, round trips completed in [warm_tsc, end_tsc)
@@ -476,6 +517,7 @@ struct PingLoop {
                 expire(rte_rdtsc());  // not `now`: frames sent since carry later stamps
                 next_scan = now + scan_every;
             }
+            nap.after_poll(n != 0 || (sending && !to_send.empty()));
         }
         for (const Slot& s : slots) unanswered += s.in_flight;
         q->flush();
@@ -555,6 +597,7 @@ int run_reflect(const RawOptions& o) {
         l->q = &d.port->queue(i);
         l->mac = d.port->mac();
         l->end_tsc = o.duration > 0 ? t0 + uint64_t(o.duration * double(rte_get_tsc_hz())) : 0;
+        l->nap.sleep_us = o.idle_sleep_us;
         loops.push_back(std::move(l));
     }
     run_loops(loops, d.lcores);
@@ -581,10 +624,19 @@ int run_ping(const RawOptions& o) {
     if (std::string e = open_device(o, &d); !e.empty()) return fail_run("ping", e);
     const uint32_t max_frame = uint32_t(d.port->mtu()) + RTE_ETHER_HDR_LEN;
     const uint32_t room = rte_pktmbuf_data_room_size(d.port->queue(0).tx_pool()) - RTE_PKTMBUF_HEADROOM;
-    if (o.size > max_frame || o.size > room) {
-        std::fprintf(stderr, "knb raw ping: --size %u is above what %s carries (MTU %u: frames up to %u bytes)\n", o.size,
-                     d.port->name().c_str(), d.port->mtu(), std::min(max_frame, room));
+    const uint32_t largest = std::min({max_frame, room, kMaxFrame});
+    uint32_t size = uint32_t(std::min<uint64_t>(o.size, kMaxFrame));
+    const bool capped = o.size > largest;
+    if (capped && !o.fit_mtu) {
+        std::fprintf(stderr, "knb raw ping: --size %" PRIu64 " is above what %s carries (MTU %u: frames up to %u bytes; "
+                     "or give --fit-mtu)\n",
+                     o.size, d.port->name().c_str(), d.port->mtu(), largest);
         return 2;
+    }
+    if (capped) {
+        size = largest;
+        std::fprintf(stderr, "knb raw ping: --size %" PRIu64 " capped at %u bytes (%s MTU %u + 14)\n", o.size, size,
+                     d.port->name().c_str(), d.port->mtu());
     }
     const dev::LinkStatus link = d.port->wait_link_up(kLinkWaitMs);
     if (!link.up)
@@ -605,12 +657,13 @@ int run_ping(const RawOptions& o) {
         l->index = uint16_t(i);
         l->mac = d.port->mac();
         l->peer = o.peer;
-        l->size = o.size;
+        l->size = size;
         l->warm_tsc = t0 + uint64_t(o.warmup * hz);
         l->end_tsc = l->warm_tsc + uint64_t(o.duration * hz);
         l->timeout_tsc = uint64_t(double(o.timeout_ms) * hz / 1e3);
         l->drain_tsc = l->end_tsc + std::min<uint64_t>(l->timeout_tsc, uint64_t(0.1 * hz));
         l->ns_per_tsc = 1e9 / hz;
+        l->nap.sleep_us = o.idle_sleep_us;
         l->slots.resize(o.iodepth);
         loops.push_back(std::move(l));
     }
@@ -646,7 +699,7 @@ int run_ping(const RawOptions& o) {
     std::printf("knb raw ping: %s (%s) %u B iodepth %u x %u queue%s, %.1f s after %.1f s warm-up: %.0f round trips/s "
                 "(%" PRIu64 "; per queue %s), latency us min %.1f p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f, "
                 "lost %" PRIu64 " (+%" PRIu64 " in warm-up), late %" PRIu64 ", errors %" PRIu64 "\n",
-                bed.c_str(), d.port->driver().c_str(), o.size, o.iodepth, o.queues, o.queues > 1 ? "s" : "",
+                bed.c_str(), d.port->driver().c_str(), size, o.iodepth, o.queues, o.queues > 1 ? "s" : "",
                 o.duration, o.warmup, rps, rt, per_queue.c_str(), mn, p50, p90, p99, p999, mx, lost, lost_warm, late,
                 errors);
     std::fflush(stdout);
@@ -660,13 +713,13 @@ int run_ping(const RawOptions& o) {
         } else {
             std::fprintf(f,
                          "{\"kind\":\"raw\",\"bed\":\"%s\",\"driver\":\"%s\",\"size\":%u,\"iodepth\":%u,\"queues\":%u,"
-                         "\"seconds\":%.3f,\"warmup\":%.3f,\"round_trips\":%" PRIu64 ",\"rps\":%.1f,\"min_us\":%.2f,"
+                         "\"size_asked\":%" PRIu64 ",\"capped\":%s,\"mtu\":%u,\"seconds\":%.3f,\"warmup\":%.3f,\"round_trips\":%" PRIu64 ",\"rps\":%.1f,\"min_us\":%.2f,"
                          "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,"
                          "\"mean_us\":%.2f,\"lost\":%" PRIu64 ",\"lost_warmup\":%" PRIu64 ",\"late\":%" PRIu64
                          ",\"errors\":%" PRIu64 ",\"sent\":%" PRIu64 ",\"unanswered\":%" PRIu64 ",\"ignored\":%" PRIu64
                          ",\"ok\":%s%s%s%s}\n",
-                         json_escape(bed).c_str(), json_escape(d.port->driver()).c_str(), o.size, o.iodepth, o.queues,
-                         o.duration, o.warmup, rt, rps, mn, p50, p90, p99, p999, mx, mean, lost, lost_warm, late,
+                         json_escape(bed).c_str(), json_escape(d.port->driver()).c_str(), size, o.iodepth, o.queues,
+                         o.size, capped ? "true" : "false", unsigned(d.port->mtu()), o.duration, o.warmup, rt, rps, mn, p50, p90, p99, p999, mx, mean, lost, lost_warm, late,
                          errors, sent, unanswered, ignored, ok ? "true" : "false", first_error.empty() ? "" : ",\"error\":\"",
                          json_escape(first_error).c_str(), first_error.empty() ? "" : "\"");
             if (std::fclose(f) != 0) {

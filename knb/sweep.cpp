@@ -20,8 +20,28 @@
 // the server's address: coexistence shown, not claimed. Its exit status and
 // output go into the document ("probes").
 //
+// --raw adds the bed's packet round-trip limit (knb raw, no TCP) beside
+// crescent: after the RPC grid, for every --threads value one `knb raw
+// reflect` (server side, --threads queues) runs while a `knb raw ping`
+// (client side) measures each --sizes x --iodepths point once (not once per
+// crescent variant), with the same wrappers, device (KNB_*_IFACE or
+// KNB_*_EAL), file prefixes, CPUs, duration and warm-up as the RPC runs. The
+// frame is the one that carries the RPC request — Ethernet 14 + IPv4 20 +
+// TCP 20 + timestamp option 12 + RPC header 32 + knb.echo metadata 4 +
+// msg_size bytes — lowered to the bed's MTU + 14 where the request needs more
+// than one frame (said in the output); the frames in flight per queue are
+// what one client engine keeps in flight: iodepth x conns x threads (the
+// client meshes with every server thread). --raw-args adds flags to both
+// knb raw processes (--idle-sleep-us when the crescent sides nap). The
+// document gets a "raw" array ({"point":{msg_size,iodepth,threads,conns},
+// "frame":..,"frame_wanted":..,"capped":..,"raw_iodepth":..,"queues":..,
+// "ok":..,"error":..,"result":<knb raw ping JSON>|null}) and the end-of-sweep
+// table a section "crescent against the bed's raw limit" (crescent RPC/s /
+// raw round trips/s).
+//
 // A failed point is reported and the grid goes on; the exit status is 1 if
-// any run failed. Ctrl-C stops the current processes and writes what ran.
+// any run (raw ones included) failed. Ctrl-C stops the current processes and
+// writes what ran.
 #include "knb/sweep.hpp"
 
 #include <fcntl.h>
@@ -78,7 +98,20 @@ const char* kUsage =
     "  --bed-script PATH    tools/knb-bed (from the source tree)\n"
     "  --knb PATH           the knb binary children run (this one)\n"
     "  --server-args ARGS --client-args ARGS   extra flags for every server / client\n"
+    "  --raw                also measure the bed's packet round-trip limit (knb raw reflect/ping, no\n"
+    "                       TCP) once per size x iodepth x threads point crescent runs, with the frame\n"
+    "                       of the RPC request (102 B of headers + size, at most the MTU + 14) and\n"
+    "                       iodepth x conns x threads frames in flight per queue; the table puts\n"
+    "                       crescent's RPC/s beside it as a fraction\n"
+    "  --raw-args ARGS      extra flags for knb raw reflect and ping (e.g. --idle-sleep-us 20 when the\n"
+    "                       crescent sides nap: more threads than CPUs)\n"
     "The bed must be up: tools/knb-bed up veth|memif.\n";
+
+// The frame that carries a knb RPC request of `size` bytes (crescent sends
+// the TCP timestamp option): Ethernet + IPv4 + TCP + timestamps + RPC
+// header (rpc/frame) + knb.echo's 4-byte metadata.
+constexpr uint64_t kRpcFrameOverhead = 14 + 20 + 20 + 12 + 32 + 4;
+constexpr uint64_t kRawMaxDepth = 4096;  // knb raw ping --iodepth bound
 
 struct Sweep {
     std::string bed;
@@ -98,6 +131,8 @@ struct Sweep {
     std::string bed_script = std::string(KNB_SOURCE_ROOT) + "/tools/knb-bed";
     std::string knb_path;
     std::string server_args, client_args;
+    bool raw = false;
+    std::string raw_args;
 };
 
 bool split_list(std::string_view s, std::vector<std::string>* out) {
@@ -138,6 +173,10 @@ bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
         if (f == "-h" || f == "--help") {
             std::fputs(kUsage, stdout);
             std::exit(0);
+        }
+        if (f == "--raw") {
+            sw->raw = true;
+            continue;
         }
         if (i + 1 >= argc) return fail(f + " needs a value (or is unknown: see knb sweep --help)");
         std::string v = argv[++i];
@@ -206,15 +245,21 @@ bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
             sw->server_args = v;
         } else if (f == "--client-args") {
             sw->client_args = v;
+        } else if (f == "--raw-args") {
+            sw->raw_args = v;
         } else {
             return fail("unknown option '" + f + "' (see knb sweep --help)");
         }
     }
-    for (const std::string* v : {&sw->knb_path, &sw->bed_script, &sw->json, &sw->out, &sw->server_args, &sw->client_args})
+    for (const std::string* v :
+         {&sw->knb_path, &sw->bed_script, &sw->json, &sw->out, &sw->server_args, &sw->client_args, &sw->raw_args})
         if (v->find_first_of("\"\\`") != std::string::npos)
             return fail("'" + *v + "': double quotes, backslashes and backquotes are not supported in sweep arguments");
     if (sw->bed.empty()) return fail("give --bed veth or --bed memif");
     if (sw->json.empty()) return fail("give --json FILE (the sweep's document)");
+    if (sw->raw && std::find(sw->stacks.begin(), sw->stacks.end(), Stack::Crescent) == sw->stacks.end())
+        return fail("--raw puts crescent beside the bed's raw limit: add crescent to --stacks");
+    if (!sw->raw && !sw->raw_args.empty()) return fail("--raw-args is for the --raw runs: give --raw too");
     if (access(sw->bed_script.c_str(), X_OK) != 0)
         return fail("--bed-script: " + sw->bed_script + " is not an executable script");
     return true;
@@ -305,6 +350,19 @@ struct Point {
     double rps = 0, p50 = 0, p99 = 0;
 };
 
+// One `knb raw ping` against the bed's reflector, for the RPC point (size, iodepth, threads).
+struct RawPoint {
+    uint64_t size, iodepth, threads;
+    uint64_t frame_wanted = 0;   // the RPC request's frame
+    uint64_t frame = 0;          // what ran (the reflector's MTU + 14 when capped)
+    bool capped = false;
+    uint64_t raw_iodepth = 0;    // frames in flight per queue
+    bool ok = false;
+    std::string error;
+    std::string doc;             // knb raw ping --json ("" when it wrote none)
+    double rps = 0;
+};
+
 std::string variant(const Point& p) {
     return p.stack == Stack::Crescent ? "crescent/" + std::string(name(p.mode)) : "kernel/" + std::string(name(p.wait));
 }
@@ -343,21 +401,31 @@ public:
                     run_server_and_clients(base);
                 }
         }
+        if (sw.raw)
+            for (uint64_t t : sw.threads) {
+                if (g_interrupted) break;
+                run_raw(t);
+            }
         write_document();
         print_comparison();
+        print_raw_comparison();
         unsigned failed = 0;
         for (const Point& p : points) failed += !p.ok;
+        for (const RawPoint& r : raws) failed += !r.ok;
+        const size_t runs = points.size() + raws.size();
         if (g_interrupted) {
-            std::fprintf(stderr, "knb sweep: interrupted; %zu run(s) written to %s\n", points.size(), sw.json.c_str());
+            std::fprintf(stderr, "knb sweep: interrupted; %zu run(s) written to %s\n", runs, sw.json.c_str());
             return 130;
         }
-        std::fprintf(stderr, "knb sweep: %zu run(s), %u failed; written to %s\n", points.size(), failed, sw.json.c_str());
+        std::fprintf(stderr, "knb sweep: %zu run(s)%s, %u failed; written to %s\n", runs,
+                     sw.raw ? (" (" + std::to_string(raws.size()) + " raw)").c_str() : "", failed, sw.json.c_str());
         return failed ? 1 : 0;
     }
 
 private:
     Sweep sw;
     std::vector<Point> points;
+    std::vector<RawPoint> raws;
     std::vector<std::string> probes;  // JSON objects
     unsigned serial = 0;
 
@@ -486,6 +554,147 @@ private:
         finish(std::move(p));
     }
 
+    // --raw: one reflector for `threads` queues on the server side, a ping per size x iodepth point.
+    void run_raw(uint64_t threads) {
+        const std::string t = std::to_string(threads);
+        const std::string rlog = sw.out + "/raw-reflect-t" + t + ".log";
+        // The bed's device for knb raw: AF_XDP on the veth end, or the memif EAL arguments.
+        auto device = [](const char* side) {
+            return "if [ -n \"$KNB_" + std::string(side) + "_IFACE\" ]; then set -- --iface \"$KNB_" + side +
+                   "_IFACE\"; else set -- --eal \"$KNB_" + side + "_EAL\"; fi; ";
+        };
+        std::string cmd = bed_env() + device("SERVER") + "exec $KNB_SERVER_WRAP " + sh_quote(sw.knb_path) +
+                          " raw reflect \"$@\" --queues " + t + " --file-prefix \"$KNB_SERVER_PREFIX\"";
+        if (!sw.server_cpus.empty()) cmd += " --cpus " + sh_quote(sw.server_cpus);
+        if (!sw.raw_args.empty()) cmd += " " + sw.raw_args;
+        pid_t refl = spawn(cmd, rlog);
+        std::string why;
+        const auto until = std::chrono::steady_clock::now() + 30s;
+        while (refl > 0 && !g_interrupted) {
+            const std::string text = read_file(rlog);
+            if (text.find("reflecting ethertype") != std::string::npos) break;
+            int status;
+            if (waitpid(refl, &status, WNOHANG) == refl) {
+                refl = -1;
+                why = "the raw reflector (" + t + " queue(s)) exited: " + last_line(text);
+                break;
+            }
+            if (std::chrono::steady_clock::now() > until) {
+                why = "the raw reflector did not start within 30 s: " + last_line(text);
+                break;
+            }
+            std::this_thread::sleep_for(50ms);
+        }
+        if (refl < 0 && why.empty()) why = "cannot start the raw reflector: fork failed";
+        for (uint64_t size : sw.sizes)
+            for (uint64_t qd : sw.iodepths) {
+                if (g_interrupted) break;
+                RawPoint r{size, qd, threads};
+                r.frame_wanted = kRpcFrameOverhead + size;
+                r.raw_iodepth = qd * sw.conns * threads;
+                if (r.raw_iodepth > kRawMaxDepth) {
+                    std::fprintf(stderr, "knb sweep: raw: %" PRIu64 " frames in flight per queue lowered to %" PRIu64
+                                 " (knb raw's bound)\n", r.raw_iodepth, kRawMaxDepth);
+                    r.raw_iodepth = kRawMaxDepth;
+                }
+                if (!why.empty()) {
+                    r.error = why;
+                    finish_raw(std::move(r));
+                    continue;
+                }
+                run_ping(std::move(r), device("CLIENT"));
+            }
+        if (refl > 0) {
+            kill(refl, SIGINT);
+            const int rc = wait_for(refl, 15s);
+            if (rc != 0 && rc != 130)
+                std::fprintf(stderr, "knb sweep: the raw reflector exited with status %d (log: %s)\n", rc, rlog.c_str());
+        }
+    }
+
+    void run_ping(RawPoint r, const std::string& device) {
+        const std::string id = std::to_string(++serial);
+        const std::string doc = sw.out + "/raw-" + id + ".json";
+        const std::string log = sw.out + "/raw-ping-" + id + ".log";
+        std::remove(doc.c_str());
+        char num[96];
+        std::snprintf(num, sizeof num, " --duration %g --warmup %g", sw.duration, sw.warmup);
+        std::string cmd = bed_env() + device + "exec $KNB_CLIENT_WRAP " + sh_quote(sw.knb_path) +
+                          " raw ping \"$@\" --queues " + std::to_string(r.threads) + " --size " +
+                          std::to_string(r.frame_wanted) + " --fit-mtu --iodepth " + std::to_string(r.raw_iodepth) +
+                          num + " --bed " + sh_quote(sw.bed) + " --json " + sh_quote(doc) +
+                          " --file-prefix \"$KNB_CLIENT_PREFIX\"";
+        if (!sw.client_cpus.empty()) cmd += " --cpus " + sh_quote(sw.client_cpus);
+        if (!sw.raw_args.empty()) cmd += " " + sw.raw_args;
+        pid_t pg = spawn(cmd, log);
+        // The link wait of knb raw ping (10 s) on top of the run.
+        const auto limit = std::chrono::milliseconds(int64_t(1000 * (sw.duration + sw.warmup)) + 30000);
+        const int rc = pg < 0 ? -1 : wait_for(pg, limit);
+        r.doc = read_file(doc);
+        while (!r.doc.empty() && (r.doc.back() == '\n' || r.doc.back() == ' ')) r.doc.pop_back();
+        if (rc == 0 && !r.doc.empty()) {
+            r.ok = true;
+        } else {
+            const std::string l = last_line(read_file(log));
+            r.error = rc == 130 ? "interrupted" : (l.empty() ? "knb raw ping exited with status " + std::to_string(rc) : l);
+        }
+        finish_raw(std::move(r));
+    }
+
+    void finish_raw(RawPoint r) {
+        auto num = [&](const char* key) { return json_number(r.doc, key); };
+        if (!r.doc.empty()) {
+            r.rps = num("rps").value_or(0);
+            r.frame = uint64_t(num("size").value_or(0));
+            r.capped = r.doc.find("\"capped\":true") != std::string::npos;
+        }
+        const std::string name = "raw/" + std::to_string(r.frame ? r.frame : r.frame_wanted) + "B" + (r.capped ? "*" : "");
+        if (r.ok) {
+            if (r.capped)
+                std::fprintf(stderr, "knb sweep: raw: the %" PRIu64 " B request needs a %" PRIu64 " B frame; capped at "
+                             "%" PRIu64 " B (the bed's MTU %.0f + 14): the raw limit is one full frame each way\n",
+                             r.size, r.frame_wanted, r.frame, num("mtu").value_or(0));
+            std::printf("%-16s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 " %11.0f %8s %7.1f %7.1f %7.1f %8.1f %7s %7s %7s\n",
+                        name.c_str(), r.size, r.iodepth, r.threads, r.rps, "-", num("p50_us").value_or(0),
+                        num("p90_us").value_or(0), num("p99_us").value_or(0), num("p999_us").value_or(0), "-", "-", "-");
+        } else {
+            std::printf("%-16s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 "  FAILED: %s\n", name.c_str(), r.size, r.iodepth,
+                        r.threads, r.error.c_str());
+        }
+        std::fflush(stdout);
+        raws.push_back(std::move(r));
+    }
+
+    // Each crescent variant against the raw limit at the same point.
+    void print_raw_comparison() {
+        if (!sw.raw) return;
+        std::printf("\n# crescent against the bed's raw limit (%s bed, %g s per point after %g s warm-up): crescent "
+                    "RPC/s beside knb raw round trips/s of the frame that carries the request, with iodepth x conns "
+                    "x threads frames in flight per queue; fraction = RPC/s / round trips/s\n",
+                    sw.bed.c_str(), sw.duration, sw.warmup);
+        std::printf("%-6s %-4s %-3s | %-16s %11s | %8s %6s %13s | %8s\n", "size", "qd", "thr", "crescent", "RPC/s",
+                    "frame", "raw-qd", "round trips/s", "fraction");
+        bool any_capped = false;
+        for (const RawPoint& r : raws)
+            for (const Point& p : points) {
+                if (p.stack != Stack::Crescent || p.size != r.size || p.iodepth != r.iodepth || p.threads != r.threads)
+                    continue;
+                char crps[32] = "FAILED", rrps[32] = "FAILED", frac[32] = "-";
+                if (p.ok) std::snprintf(crps, sizeof crps, "%.0f", p.rps);
+                if (r.ok) std::snprintf(rrps, sizeof rrps, "%.0f", r.rps);
+                if (p.ok && r.ok && r.rps > 0) std::snprintf(frac, sizeof frac, "%.3f", p.rps / r.rps);
+                const std::string frame = std::to_string(r.frame ? r.frame : r.frame_wanted) + (r.capped ? "*" : "");
+                any_capped = any_capped || r.capped;
+                std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %11s | %8s %6" PRIu64 " %13s | %8s\n",
+                            r.size, r.iodepth, r.threads, variant(p).c_str(), crps, frame.c_str(), r.raw_iodepth, rrps,
+                            frac);
+            }
+        if (any_capped)
+            std::printf("* the request needs more than one frame; the raw frame is capped at the bed's MTU + 14 (one "
+                        "full frame each way)\n");
+        std::fflush(stdout);
+    }
+
     static void print_sweep_header() {
         std::printf("# one row per run as it ends: RPC/s, payload Gbit/s (both directions), latency us, CPU us per RPC "
                     "on each side (getrusage over the window), retransmissions client+server\n");
@@ -555,7 +764,23 @@ private:
         }
         d += "],\"probes\":[";
         for (size_t i = 0; i < probes.size(); ++i) d += (i ? "," : "") + probes[i];
-        d += "]}";
+        d += "]";
+        if (sw.raw) {
+            d += ",\"raw\":[";
+            for (size_t i = 0; i < raws.size(); ++i) {
+                const RawPoint& r = raws[i];
+                d += std::string(i ? ",\n" : "") + "{\"point\":{\"msg_size\":" + std::to_string(r.size) +
+                     ",\"iodepth\":" + std::to_string(r.iodepth) + ",\"threads\":" + std::to_string(r.threads) +
+                     ",\"conns\":" + std::to_string(sw.conns) + "},\"frame\":" +
+                     std::to_string(r.frame ? r.frame : r.frame_wanted) + ",\"frame_wanted\":" +
+                     std::to_string(r.frame_wanted) + ",\"capped\":" + (r.capped ? "true" : "false") +
+                     ",\"raw_iodepth\":" + std::to_string(r.raw_iodepth) + ",\"queues\":" +
+                     std::to_string(r.threads) + ",\"ok\":" + (r.ok ? "true" : "false") + ",\"error\":\"" +
+                     json_escape(r.error) + "\",\"result\":" + (r.doc.empty() ? "null" : r.doc) + "}";
+            }
+            d += "]";
+        }
+        d += "}";
         std::string err;
         if (!write_file(sw.json, d, &err)) std::fprintf(stderr, "knb sweep: %s\n", err.c_str());
     }

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""knb's test beds (issue 10): tools/knb-bed, `knb raw` and multi-engine crescent over memif.
+"""knb's test beds (issue 10): tools/knb-bed, `knb raw`, knb over memif (one and two engines
+per side) and `knb sweep --raw`.
 
-Usage: knb_bed_test.py KNB RPC_BENCH CASE
-  KNB        a binary that runs `KNB raw reflect|ping ...` (knb, or tests/netns/knb_raw_helper)
-  RPC_BENCH  examples/crescent-rpc-bench
-  CASE       bed | memif_raw | veth_raw | memif_multiengine
+Usage: knb_bed_test.py KNB CASE
+  KNB        the knb binary
+  CASE       bed | memif_raw | veth_raw | memif_rpc | memif_multiengine | memif_sweep_raw
 
 Every case builds its own bed with `tools/knb-bed up` under KNB_BED_NAME=kt<pid> (its own
 namespaces, memif socket and DPDK file prefixes) and always runs `tools/knb-bed down`, which
@@ -16,15 +16,29 @@ Exit: 0 pass, 1 fail, 77 skip (not root).
                      a stale socket; bad arguments exit 2 with one line.
   memif_raw          `knb raw ping` started BEFORE `knb raw reflect` (a memif client may start
                      first): 64 B at iodepth 1 and 16, 2 s each, round trips > 0, no error, the
-                     JSON object has every field; then 2 queues on each side: both queues carry
-                     round trips (memif queue i meets queue i), no frame on the wrong queue.
+                     JSON object has every field; --size 4198 --fit-mtu runs 1514 B frames and
+                     says so (capped, size_asked), --size 9100 without it is refused (exit 2); then
+                     2 queues on each side with --idle-sleep-us: both queues carry round trips
+                     (memif queue i meets queue i), no frame on the wrong queue.
   veth_raw           the same over veth + AF_XDP (reflector in NAME-a, pinger in NAME-b).
-  memif_multiengine  a 2-engine crescent-rpc-bench client started before a 2-engine server,
-                     over a 2-queue memif, --server-engines 1 (client engine i talks to
-                     server engine i), 2 s: no error; both client channels completed calls;
-                     each server engine accepted exactly its own client engine's connection
-                     and answered requests; no segment dropped for want of a listener or
-                     connection (what a packet on the wrong engine would be) and no RST.
+  memif_rpc          knb server/client --stack crescent, one engine per side, over memif
+                     (client started first): 64 B at iodepth 1 and 16, 2 s each, sane numbers
+                     (ok, requests > 0, no error, every response verified, p50 <= p99 <= max,
+                     the server's CPU and retransmissions known, no drop on either side).
+  memif_multiengine  a 2-engine knb client (--server-threads 1, --stats) started before a
+                     2-engine knb server, over a 2-queue memif (client engine i talks to server
+                     engine i), 64 B iodepth 16, 2 s: no error; both client channels completed
+                     calls; each server engine accepted exactly its own client engine's
+                     connections (engine 0: its channel's and the knb.info probe's) and
+                     answered at least that engine's calls; no segment dropped for want of a
+                     listener or connection (what a packet on the wrong engine would be), no
+                     RST; frames sent == frames received on each queue pair.
+  memif_sweep_raw    knb sweep --bed memif --raw (64 B and 4 KiB, iodepth 1 and 4, crescent
+                     inline): the document's "raw" array has one entry per point, each with its
+                     point, the RPC request's frame (166 B; 4198 B capped at 1514 B), iodepth x
+                     conns in flight and a verified ping result; the table's section "crescent
+                     against the bed's raw limit" has a fraction per point; --raw without
+                     crescent is refused in one line (exit 2).
 """
 import json
 import os
@@ -40,7 +54,7 @@ import nslib  # noqa: E402
 from nslib import TIMEOUT, Fail, check  # noqa: E402
 
 KNB_BED = os.path.join(nslib.HERE, "..", "..", "tools", "knb-bed")
-KNB = RPC = None
+KNB = None
 NAME = f"kt{os.getpid() % 100000}"
 ENV = dict(os.environ, KNB_BED_NAME=NAME, KNB_HUGEPAGES="1024")
 CPUS = os.cpu_count() or 1
@@ -207,18 +221,20 @@ def case_bed():
 PING_RE = re.compile(r"knb raw ping: .* (\d+) round trips/s \((\d+); per queue ([\d ]+)\).* errors (\d+)")
 
 
-def raw_run(b, size, iodepth, queues, ping_first, tag):
-    """One reflect + ping pair, 2 s; returns the JSON object after checking it."""
+def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None):
+    """One reflect + ping pair, 2 s; returns the JSON object after checking it. `extra`: flags
+    for both sides; `frame`: the frame length expected when --fit-mtu lowers `size`."""
     js = f"/tmp/{NAME}-raw-{tag}.json"
     b.files.append(js)
     one = queues == 1 and CPUS >= 2  # pin each side to its own CPU
     rcpus = ["--cpus", "0"] if one else []
     pcpus = ["--cpus", "1"] if one else []
     reflect = [KNB, "raw", "reflect"] + raw_dev(b, "SERVER") + [
-        "--queues", queues, "--file-prefix", b.env["KNB_SERVER_PREFIX"], "--duration", 25] + rcpus
+        "--queues", queues, "--file-prefix", b.env["KNB_SERVER_PREFIX"], "--duration", 25] + rcpus + \
+        [a for a in extra if a != "--fit-mtu"]
     ping = [KNB, "raw", "ping"] + raw_dev(b, "CLIENT") + [
         "--queues", queues, "--size", size, "--iodepth", iodepth, "--duration", 2, "--warmup", 0.5,
-        "--file-prefix", b.env["KNB_CLIENT_PREFIX"], "--json", js] + pcpus
+        "--file-prefix", b.env["KNB_CLIENT_PREFIX"], "--json", js] + pcpus + list(extra)
     if ping_first:
         p = b.start("CLIENT", ping, "knb raw ping")
         time.sleep(1.0)
@@ -243,8 +259,13 @@ def raw_run(b, size, iodepth, queues, ping_first, tag):
     check(all(k in j for k in ("kind", "bed", "size", "iodepth", "queues", "seconds", "round_trips", "rps",
                                "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "lost", "errors")),
           f"{tag}: the JSON object has every field")
-    check(j["kind"] == "raw" and j["size"] == size and j["iodepth"] == iodepth and j["queues"] == queues,
-          f"{tag}: JSON describes the run (kind raw, {size} B, iodepth {iodepth}, {queues} queue(s))")
+    want = frame or size
+    check(j["kind"] == "raw" and j["size"] == want and j["iodepth"] == iodepth and j["queues"] == queues,
+          f"{tag}: JSON describes the run (kind raw, {want} B, iodepth {iodepth}, {queues} queue(s))")
+    check(j["size_asked"] == size and j["capped"] == (frame is not None),
+          f"{tag}: JSON says {size} B were asked" + (f", capped at {frame} B" if frame else ", not capped"))
+    if frame:
+        check(f"--size {size} capped at {frame} bytes" in out, f"{tag}: the cap is said on stderr")
     check(j["round_trips"] > 0 and j["rps"] > 0, f"{tag}: {j['round_trips']} round trips, {j['rps']:.0f}/s")
     check(j["errors"] == 0, f"{tag}: every returned frame verified (errors 0)")
     check(0 < j["p50_us"] <= j["p99_us"] <= j["max_us"], f"{tag}: p50 {j['p50_us']} <= p99 {j['p99_us']} <= max "
@@ -268,61 +289,102 @@ def case_raw(kind):
                 j = raw_run(b, size, depth, 1, first, f"{kind}-{size}B-qd{depth}")
                 seen.append(f"{size} B qd{depth}: {j['rps']:.0f} rps p50 {j['p50_us']} us")
             if kind == "memif":
-                raw_run(b, 64, 4, 2, False, f"{kind}-2queues")
+                j = raw_run(b, 4198, 4, 1, False, f"{kind}-fit-mtu", extra=["--fit-mtu"], frame=1514)
+                check(j["mtu"] == 1500, "memif MTU 1500 in the JSON")
+                r = subprocess.run([KNB, "raw", "ping", "--eal", b.env["KNB_CLIENT_EAL"], "--size", "9100"],
+                                   capture_output=True, text=True, timeout=30)
+                check(r.returncode == 2 and "or give --fit-mtu" in r.stderr,
+                      f"--size 9100 without --fit-mtu is refused before EAL starts: {r.stderr.strip()}")
+                raw_run(b, 64, 4, 2, False, f"{kind}-2queues", extra=["--idle-sleep-us", 20])
             print(f"{kind} raw: " + "; ".join(seen))
     return run
 
 
-# ---- memif multi-engine RPC ----------------------------------------------------------
+# ---- knb over memif --------------------------------------------------------------------
 
 ENGINE_RE = re.compile(r"^engine (\d+):(.*)$", re.M)
+BAD_COUNTERS = ("tcp_drop_no_listener", "tcp_rst_sent", "tcp_drop_wrong_dst", "tx_overflow", "rx_no_memory")
 
 
 def stats_of(line):
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
 
 
+def knb_pair(b, tag, threads, client_args, server_args=(), cpus=None):
+    """A knb client started first, then its server (memif: the client waits for the server's
+    socket); the client's run ends, the server gets SIGTERM. Returns (document, client output,
+    server output) after checking both exited 0 and the document is sane."""
+    e = b.env
+    js = f"/tmp/{NAME}-{tag}.json"
+    b.files.append(js)
+    ccpu, scpu = cpus or ([], [])
+    client = b.start("CLIENT", [KNB, "client", "--stack", "crescent", "--threads", threads] + dev_args(b, "CLIENT") + [
+        "--file-prefix", e["KNB_CLIENT_PREFIX"], "--server", e["KNB_SERVER_IP"], "--duration", 2, "--warmup", 0.5,
+        "--json", js, "--progress", "off", "--label", tag] + ccpu + list(client_args), f"knb client ({tag})")
+    time.sleep(1.0)
+    server = b.start("SERVER", [KNB, "server", "--stack", "crescent", "--threads", threads] + dev_args(b, "SERVER") + [
+        "--file-prefix", e["KNB_SERVER_PREFIX"]] + scpu + list(server_args), f"knb server ({tag})")
+    crc = client.wait(60)
+    cout = client.output()
+    print(f"{tag} client:\n" + "\n".join(l for l in cout.splitlines() if not l.startswith("[")))
+    check(crc == 0, f"{tag}: the knb client exited 0 (rc {crc}):\n{cout[-2500:]}" if crc else
+          f"{tag}: the knb client exited 0")
+    src = server.stop(timeout=20)
+    sout = server.output()
+    print(f"{tag} server:\n" + "\n".join(l for l in sout.splitlines() if not l.startswith("[")))
+    check(src == 0, f"{tag}: the knb server exited 0 on SIGTERM (rc {src})")
+    check(f"knb server: ready: rpc over crescent on {e['KNB_SERVER_IP']} port 7300, {threads} thread" in sout,
+          f"{tag}: the server said ready with {threads} thread(s)")
+    with open(js) as f:
+        j = json.load(f)
+    r = j["result"]
+    check(r["ok"] is True and r["error"] == "" and r["errors"] == 0, f"{tag}: ok, no error")
+    check(r["requests"] > 0 and r["rps"] > 0, f"{tag}: {r['requests']} responses in the window, {r['rps']:.0f} RPC/s")
+    check(r["verified"] == r["completed"] >= r["requests"], f"{tag}: every response verified ({r['verified']} of "
+          f"{r['completed']})")
+    lat = r["latency_us"]
+    check(0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"], f"{tag}: latency min {lat['min']} <= p50 "
+          f"{lat['p50']} <= p99 {lat['p99']} <= max {lat['max']} us")
+    check(r["cpu_s"]["server"] is not None and r["cpu_s"]["server"] > 0 and r["cpu_s"]["client"] > 0,
+          f"{tag}: both sides' CPU time known ({r['cpu_s']['client']:.2f} s client, {r['cpu_s']['server']:.2f} s "
+          f"server)")
+    check(r["retrans"]["server"] is not None and r["drops"]["client"] == 0 and r["drops"]["server"] == 0,
+          f"{tag}: server retransmissions known ({r['retrans']['server']}), no drop on either side")
+    check(j["config"]["threads"] == threads and j["server"]["threads"] == threads and j["server"]["stack"] ==
+          "crescent", f"{tag}: {threads} engine(s) on each side (the server said so in knb.info)")
+    check("memif" in j["config"]["device"], f"{tag}: the client ran on memif ({j['config']['device']})")
+    return j, cout, sout
+
+
+def case_memif_rpc():
+    with Bed("memif") as b:
+        cpus = (["--cpus", 1], ["--cpus", 0]) if CPUS >= 2 else None
+        seen = []
+        for depth in (1, 16):
+            j, _, _ = knb_pair(b, f"memif-rpc-qd{depth}", 1,
+                               ["--msg-size", 64, "--iodepth", depth], cpus=cpus)
+            check(j["config"]["msg_size"] == 64 and j["config"]["iodepth"] == depth,
+                  f"qd{depth}: the document describes 64 B at iodepth {depth}")
+            r = j["result"]
+            seen.append(f"64 B qd{depth}: {r['rps']:.0f} RPC/s p50 {r['latency_us']['p50']} us")
+        print("memif rpc: " + "; ".join(seen))
+
+
 def case_memif_multiengine():
     with Bed("memif") as b:
-        e = b.env
-        common = ["--cores", 2, "--idle-sleep-us", 20, "--stats"]
-        client = b.start("CLIENT", [RPC, "client"] + dev_args(b, "CLIENT") + [
-            "--file-prefix", e["KNB_CLIENT_PREFIX"], "--server", e["KNB_SERVER_IP"], "--server-engines", 1,
-            "--size", 64, "--iodepth", 4, "--duration", 2, "--warmup", 0.5] + common, "rpc-bench client")
-        time.sleep(1.0)  # the memif client first: it waits for the server
-        server = b.start("SERVER", [RPC, "server"] + dev_args(b, "SERVER") + [
-            "--file-prefix", e["KNB_SERVER_PREFIX"]] + common, "rpc-bench server")
-        crc = client.wait(40)
-        cout = client.output()
-        print("client:\n" + "\n".join(l for l in cout.splitlines() if not l.startswith("[")))
-        check(crc == 0, f"the 2-engine client exited 0 (rc {crc}):\n{cout[-2500:]}" if crc else
-              "the 2-engine client exited 0")
-        src = server.stop(timeout=20)
-        sout = server.output()
-        print("server:\n" + "\n".join(l for l in sout.splitlines() if not l.startswith("[")))
-        check(src == 0, f"the 2-engine server exited 0 on SIGTERM (rc {src})")
-        check("engines 2" in sout and "engines 2" in cout, "both sides ran 2 engines")
-
-        row = [l for l in cout.splitlines() if re.match(r"\s+crescent\s+crescent\s", l)]
-        check(len(row) == 1, "the client printed one result row")
-        f = row[0].split()
-        rps, errors = float(f[5]), int(f[12])
-        check(rps > 0 and errors == 0, f"{rps:.0f} RPC/s over 2 engines, no error")
+        nap = ["--idle-sleep-us", 20, "--stats"]  # 4 engines on the machine's CPUs: they nap when idle
+        j, cout, sout = knb_pair(b, "memif-2engines", 2,
+                                 ["--server-threads", 1, "--msg-size", 64, "--iodepth", 16] + nap, nap)
+        check(j["config"]["server_threads"] == 1, "each client engine meshes with one server engine (--server-threads 1)")
         chans = {int(i): stats_of(rest) for i, rest in re.findall(r"^channel (\d+):(.*)$", cout, re.M)}
-        check(sorted(chans) == [0, 1], "a channel per client engine")
+        check(sorted(chans) == [0, 1], "a channel per client engine (knb client --stats)")
         for i, s in chans.items():
             check(s["ok"] > 0 and s["failed"] == 0 and s["connects"] == 1 and s["disconnects"] == 0,
                   f"client engine {i}: {s['ok']} calls completed, none failed, one connection kept")
+        check(sum(s["ok"] for s in chans.values()) >= j["result"]["completed"],
+              f"the channels completed every call the document counts ({j['result']['completed']})")
         srv = {int(i): stats_of(rest) for i, rest in re.findall(r"^server (\d+):(.*)$", sout, re.M)}
         check(sorted(srv) == [0, 1], "RPC server stats for both server engines")
-        for i, s in srv.items():
-            check(s["accepted"] == 1 and s["requests"] > 0 and s["replies"] == s["requests"],
-                  f"server engine {i} accepted its client engine's one connection and answered "
-                  f"{s['replies']}/{s['requests']} requests")
-        # Requests per server engine = calls of the client engine of the same index (queue i <-> i).
-        for i in (0, 1):
-            check(srv[i]["requests"] >= chans[i]["ok"],
-                  f"server engine {i} served client engine {i}'s calls ({srv[i]['requests']} >= {chans[i]['ok']})")
         per_side = {}
         for side, out in (("server", sout), ("client", cout)):
             engines = per_side[side] = {int(i): stats_of(rest) for i, rest in ENGINE_RE.findall(out)}
@@ -330,10 +392,18 @@ def case_memif_multiengine():
             for i, s in engines.items():
                 check(s.get("rx_packets", 0) > 0 and s.get("tx_packets", 0) > 0,
                       f"{side} engine {i} carried traffic (rx {s.get('rx_packets', 0)}, tx {s.get('tx_packets', 0)})")
-                bad = {k: v for k, v in s.items() if k in ("tcp_drop_no_listener", "tcp_rst_sent",
-                                                            "tcp_drop_wrong_dst", "tx_overflow", "rx_no_memory")
-                       or k.startswith("parse_")}
+                bad = {k: v for k, v in s.items() if k in BAD_COUNTERS or k.startswith("parse_")}
                 check(not bad, f"{side} engine {i}: nothing dropped on the wrong engine or elsewhere {bad or ''}")
+        for i in (0, 1):
+            c, sv, s = per_side["client"][i], per_side["server"][i], srv[i]
+            # Client engine 0 also opened the knb.info probe's connection (closed before the run).
+            want = chans[i]["connects"] + (1 if i == 0 else 0)
+            check(c.get("conns_opened", 0) == want and s["accepted"] == want and sv.get("tcp_accepted", 0) == want,
+                  f"server engine {i} accepted exactly client engine {i}'s {want} connection(s) (client opened "
+                  f"{c.get('conns_opened', 0)}, server accepted {s['accepted']})")
+            check(s["requests"] > 0 and s["replies"] == s["requests"] and s["requests"] >= chans[i]["ok"],
+                  f"server engine {i} answered {s['replies']}/{s['requests']} requests, at least client engine "
+                  f"{i}'s {chans[i]['ok']} calls")
         # memif loses nothing (TX that finds the ring full is retried): every frame client engine i
         # sent arrived at server engine i and the other way round.
         for i in (0, 1):
@@ -343,17 +413,76 @@ def case_memif_multiengine():
                   f"{sv['rx_packets']}; server sent {sv['tx_packets']}, client received {c['rx_packets']}")
 
 
+def case_memif_sweep_raw():
+    r = subprocess.run([KNB, "sweep", "--bed", "memif", "--json", "/dev/null", "--raw", "--stacks", "kernel"],
+                       capture_output=True, text=True, timeout=30, env=ENV)
+    check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "add crescent" in r.stderr,
+          f"--raw without crescent is refused in one line: {r.stderr.strip()}")
+    with Bed("memif") as b:
+        js = f"/tmp/{NAME}-sweep.json"
+        out = f"/tmp/{NAME}-sweep"
+        b.files.append(js)
+        cpus = ["--server-cpus", "0", "--client-cpus", "1"] if CPUS >= 2 else []
+        p = subprocess.run([KNB, "sweep", "--bed", "memif", "--raw", "--stacks", "crescent", "--modes", "inline",
+                            "--sizes", "64,4096", "--iodepths", "1,4", "--duration", "1", "--warmup", "0.3",
+                            "--json", js, "--out", out] + cpus, capture_output=True, text=True, timeout=240, env=ENV)
+        subprocess.run(["rm", "-rf", out], timeout=30)
+        print(p.stdout)
+        print("\n".join(l for l in p.stderr.splitlines() if l.startswith("knb sweep")))
+        check(p.returncode == 0, f"the sweep exited 0 (rc {p.returncode}): {p.stderr.strip()[-1500:]}")
+        with open(js) as f:
+            d = json.load(f)
+        check(d["kind"] == "sweep" and d["bed"] == "memif" and len(d["runs"]) == 4 and not d["failed"],
+              "the document has the 4 crescent runs, none failed")
+        raw = d["raw"]
+        points = sorted((x["point"]["msg_size"], x["point"]["iodepth"]) for x in raw)
+        check(points == [(64, 1), (64, 4), (4096, 1), (4096, 4)] and all(x["point"]["threads"] == 1 and
+                                                                          x["point"]["conns"] == 1 for x in raw),
+              f"one raw entry per point, each naming its point: {points}")
+        rps = {}
+        for x in raw:
+            size, depth = x["point"]["msg_size"], x["point"]["iodepth"]
+            res = x["result"]
+            check(x["ok"] and res is not None and res["kind"] == "raw" and res["errors"] == 0 and
+                  res["round_trips"] > 0, f"raw {size} B qd{depth}: {res and res['rps']:.0f} round trips/s verified")
+            check(x["frame_wanted"] == 102 + size and x["raw_iodepth"] == depth and res["iodepth"] == depth,
+                  f"raw {size} B qd{depth}: the request's frame ({x['frame_wanted']} B), {depth} in flight")
+            if size == 64:
+                check(x["frame"] == 166 and not x["capped"] and res["size"] == 166, "64 B: 166 B frames, not capped")
+            else:
+                check(x["frame"] == 1514 and x["capped"] and res["size"] == 1514 and res["size_asked"] == 4198,
+                      "4 KiB: 4198 B wanted, capped at 1514 B (MTU + 14)")
+            rps[(size, depth)] = res["rps"]
+        sect = p.stdout.split("# crescent against the bed's raw limit", 1)
+        check(len(sect) == 2, "the table has the section 'crescent against the bed's raw limit'")
+        rows = re.findall(r"^(\d+)\s+(\d+)\s+(\d+)\s+\| crescent/inline\s+(\d+) \|\s+(\d+\*?)\s+(\d+)\s+(\d+) \|\s+"
+                          r"([\d.]+)$", sect[1], re.M)
+        check(len(rows) == 4, f"a row per point in that section ({len(rows)})")
+        runs = {(x["config"]["msg_size"], x["config"]["iodepth"]): x["result"]["rps"] for x in d["runs"]}
+        for size, depth, thr, crps, frame, rq, rrps, frac in rows:
+            key = (int(size), int(depth))
+            check(abs(int(rrps) - rps[key]) <= 1 and abs(int(crps) - runs[key]) <= 1 and
+                  abs(float(frac) - runs[key] / rps[key]) < 0.002 and float(frac) > 0,
+                  f"{size} B qd{depth}: {crps} RPC/s / {rrps} round trips/s = {frac}")
+            check(frame.endswith("*") == (key[0] == 4096), f"{size} B qd{depth}: frame {frame} marked capped "
+                  "only where it is")
+        check("capped at the bed's MTU + 14" in sect[1], "the table says what the * means")
+        check("capped at 1514 B" in p.stderr, "the sweep said the 4 KiB frame was capped")
+
+
 CASES = {
     "bed": case_bed,
     "memif_raw": case_raw("memif"),
     "veth_raw": case_raw("veth"),
+    "memif_rpc": case_memif_rpc,
     "memif_multiengine": case_memif_multiengine,
+    "memif_sweep_raw": case_memif_sweep_raw,
 }
 
 
 def main():
-    global KNB, RPC
-    (KNB, RPC), case = nslib.parse_args(__doc__, CASES, 2)
+    global KNB
+    (KNB,), case = nslib.parse_args(__doc__, CASES, 1)
     return nslib.run(CASES[case], nslib.need_root())
 
 
