@@ -1,6 +1,7 @@
 // A program outside crescent's tree, built only with
 //   g++ -std=c++20 main.cpp $(pkg-config --cflags --libs crescent)
-// CI builds and runs it against the installed library (tools/check-install).
+// (or `make` here: README.md). CI builds it shared and static against the
+// installed library and runs it (tools/check-install).
 #include <cstdio>
 #include <cstring>
 #include <string>
