@@ -95,6 +95,12 @@ struct RuntimeOptions {
     uint16_t client_port_lo = kClientPortLo;
     uint16_t client_port_hi = kClientPortHi;
     bool reserve_ports = true;
+
+    // Serve the control socket crescent-stat reads (counters, connections):
+    // /run/crescent/<pid>.sock, or $XDG_RUNTIME_DIR/crescent/ or /tmp/crescent/
+    // when /run is not writable (the start log line names it); removed at exit.
+    // Served from engine 0's epoll set; it never blocks the engine.
+    bool control_socket = true;
 };
 
 class Runtime {

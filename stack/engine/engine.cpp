@@ -291,6 +291,7 @@ size_t EngineImpl::poll_once() {
     }
     ++st_.loops;
     if (work == 0) ++st_.idle_loops;
+    pub_.tick(*this, now);
     return work;
 }
 

@@ -33,6 +33,7 @@
 #include "stack/engine/device.hpp"
 #include "stack/engine/kernel_loop.hpp"
 #include "stack/engine/nexthop.hpp"
+#include "stack/engine/stats_publish.hpp"
 #include "stack/engine/timer_wheel.hpp"
 #include "stack/tcp/host.hpp"
 #include "stack/wire/wire.hpp"
@@ -109,6 +110,9 @@ public:
     EngineStats stats() const;
     size_t connection_count() const { return host_.connection_count(); }
     bool kernel_only() const { return kernel_only_; }
+    // Any thread: the counters the engine publishes every 10 ms (stats_publish.hpp).
+    const StatsPublisher& publisher() const { return pub_; }
+    StatsPublisher& publisher() { return pub_; }
     // Abort every open connection (RST) and tell the handlers (EngineStopped).
     void close_all();
 
@@ -131,6 +135,7 @@ public:
     void* conn_user(uint32_t index, uint32_t gen) const;
 
 private:
+    friend class StatsPublisher;  // reads the tables below on the engine's thread
     // Application-side state of one connection, indexed by ConnId::index.
     struct ConnState {
         uint32_t gen = 0;
@@ -243,6 +248,7 @@ private:
     uint32_t idle_count_ = 0;
 
     EngineStats st_;
+    StatsPublisher pub_;               // snapshots for other threads (tick() per iteration)
 };
 
 } // namespace crescent::engine

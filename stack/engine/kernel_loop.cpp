@@ -96,6 +96,7 @@ void EngineImpl::run_kernel() {
         work += size_t(st_.epoll_events - before);
         ++st_.loops;
         if (work == 0) ++st_.idle_loops;
+        pub_.tick(*this, now);
     }
     close_all();
 }

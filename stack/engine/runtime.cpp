@@ -31,6 +31,7 @@
 #include "stack/ctrl/netlink.hpp"
 #include "stack/ctrl/static_config.hpp"
 #include "stack/dev/runtime.hpp"
+#include "stack/engine/control_socket.hpp"
 #include "stack/engine/ctrl_nexthop.hpp"
 #include "stack/engine/engine_impl.hpp"
 #include "stack/engine/impair.hpp"
@@ -108,8 +109,10 @@ struct Runtime::Impl {
     std::unique_ptr<engine::KernelRuntime> kernel;         // kernel_only: threads, signals
     wire::Ipv4Addr ip;
     std::string describe;
+    std::unique_ptr<engine::ControlSocket> control;        // RuntimeOptions::control_socket
 
     ~Impl() {
+        control.reset();  // removes the socket file
         kernel.reset();  // its signal handler stops the engines: first
         engines.clear();
         devs.clear();
@@ -122,6 +125,20 @@ struct Runtime::Impl {
     }
     ctrl::Rcu<ctrl::Snapshot>& rcu() { return nl ? nl->rcu() : *static_rcu; }
 };
+
+namespace {
+// The control socket (a failure only costs crescent-stat: warned, not fatal).
+void open_control(Runtime::Impl& im) {
+    if (!im.opt.control_socket) return;
+    std::string e;
+    im.control = engine::ControlSocket::open(&e);
+    if (!im.control)
+        log::get("runtime")->warn("control socket: {}; crescent-stat cannot attach to this process", e);
+    else
+        log::get("runtime")->info("{}; control socket {} (crescent-stat {})", im.describe, im.control->path(),
+                                  ::getpid());
+}
+} // namespace
 
 Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Runtime::~Runtime() = default;
@@ -139,6 +156,7 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
         if (!impl->kernel) return fail(e);
         impl->describe = impl->kernel->describe();
         impl->plan = "kernel TCP only: no port plan (the kernel chooses the client ports)";
+        open_control(*impl);
         g_stop.store(false);
         return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
     }
@@ -324,6 +342,7 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
     impl->describe = fmt::format("{} ({}) {} mac {} mtu {} engines {} offloads [{}] link {}", impl->port->name(),
                                  impl->port->driver(), ctrl::to_string(impl->ip), ctrl::to_string(mac),
                                  impl->port->mtu(), o.cores, off.describe(), link_str);
+    open_control(*impl);
     g_stop.store(false);
     return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
@@ -343,8 +362,19 @@ int engine_main(void* p) {
 }
 } // namespace
 
-void Runtime::run(const std::function<void(Engine&)>& setup) {
+void Runtime::run(const std::function<void(Engine&)>& user_setup) {
     Impl& im = *impl_;
+    // Engine 0 serves the control socket from its epoll set (detached at its stop).
+    const std::function<void(Engine&)> setup = [&im, &user_setup](Engine& e) {
+        if (im.control && e.index() == 0) {
+            std::vector<Engine*> all;
+            for (auto& x : im.engines) all.push_back(x.get());
+            if (!im.control->attach(e, std::move(all)))
+                log::get("runtime")->warn("control socket {}: not watched by engine 0 ({}); crescent-stat cannot "
+                                          "attach to this process", im.control->path(), std::strerror(errno));
+        }
+        user_setup(e);
+    };
     if (im.kernel) {  // stop() and signals wake the engines themselves: no watcher
         im.kernel->run(im.engines, setup);
         return;

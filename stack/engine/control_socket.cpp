@@ -1,0 +1,311 @@
+// crescent — the Runtime's control socket (see control_socket.hpp): a Unix
+// stream socket served from engine 0's epoll set, answering from the
+// engines' published snapshots (stats_publish.hpp).
+#include "stack/engine/control_socket.hpp"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "stack/engine/engine_impl.hpp"
+
+namespace crescent::engine {
+
+namespace {
+
+constexpr size_t kMaxLine = 1024;
+constexpr size_t kMaxOut = 4u << 20;
+constexpr size_t kMaxClients = 16;
+
+// mkdir -p with `mode` for the directories it creates.
+bool make_dirs(const std::string& dir, mode_t mode) {
+    std::string cur;
+    for (size_t i = 0; i <= dir.size(); ++i) {
+        if (i == dir.size() || (dir[i] == '/' && i != 0)) {
+            cur = dir.substr(0, i);
+            errno = 0;
+            if (::mkdir(cur.c_str(), mode) == 0) ::chmod(cur.c_str(), mode);  // not narrowed by the umask
+            else if (errno != EEXIST) return false;
+        }
+    }
+    struct stat st{};
+    return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string dir_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+std::string ip_port(uint32_t ip, uint16_t port) { return fmt::format("{}:{}", Ipv4{ip}.to_string(), port); }
+
+std::string norm_state(std::string_view s) {
+    std::string o;
+    for (char c : s) o.push_back(c == '_' ? '-' : char(std::tolower(static_cast<unsigned char>(c))));
+    return o;
+}
+
+void stats_lines(std::string& o, const std::vector<Engine*>& engines) {
+    fmt::format_to(std::back_inserter(o), "pid={}\nengines={}\n", ::getpid(), engines.size());
+    bool arena_done = false;
+    for (Engine* e : engines) {
+        EngineSnapshot s;
+        const unsigned i = e->index();
+        if (!e->impl().publisher().engine(&s)) {
+            fmt::format_to(std::back_inserter(o), "engine.{}.published=0\n", i);
+            continue;
+        }
+        auto put = [&](std::string_view k, uint64_t v) { fmt::format_to(std::back_inserter(o), "engine.{}.{}={}\n", i, k, v); };
+        put("published", s.seq);
+        put("core", s.core);
+        put("mono_ns", uint64_t(s.mono_ns));
+        put("engine_ns", uint64_t(s.engine_ns));
+        s.stats.for_each([&](std::string_view k, uint64_t v) { put(k, v); });
+        put("busy_loops", s.busy_loops);
+        put("timers_pending", s.timers_pending);
+        put("connections", s.connections);
+        put("listeners", s.listeners);
+        put("kernel_fds", s.kernel_fds);
+        for (uint32_t c = 0; c < s.zbuf_classes; ++c)
+            fmt::format_to(std::back_inserter(o), "engine.{}.zbuf.{}.live_core={}\n", i, s.zbuf[c].obj_size,
+                           s.zbuf[c].live_core);
+        if (!arena_done) {  // the arena is process-wide: once, from the first engine that published
+            arena_done = true;
+            for (uint32_t c = 0; c < s.zbuf_classes; ++c) {
+                const ZbufClassSnapshot& z = s.zbuf[c];
+                fmt::format_to(std::back_inserter(o),
+                               "zbuf.{0}.capacity={1}\nzbuf.{0}.live={2}\nzbuf.{0}.high_water={3}\n"
+                               "zbuf.{0}.alloc_failed={4}\n",
+                               z.obj_size, z.capacity, z.live, z.high_water, z.alloc_failed);
+            }
+            fmt::format_to(std::back_inserter(o),
+                           "zbuf.alloc_too_large={}\nzbuf.external_live={}\nzbuf.zones_total={}\nzbuf.zones_used={}\n",
+                           s.zbuf_alloc_too_large, s.zbuf_external_live, s.zbuf_zones_total, s.zbuf_zones_used);
+        }
+    }
+}
+
+void conn_line(std::string& o, unsigned engine, const ConnSnapshot& c) {
+    fmt::format_to(std::back_inserter(o),
+                   "engine={} state={} local={} remote={} cc={} mss={} cwnd={} ssthresh={} srtt_us={} "
+                   "rttvar_us={} rto_us={} bytes_in_flight={} snd_wnd={} rcv_wnd={} wscale={},{} sack={} ts={} "
+                   "ecn={} bytes_acked={} bytes_received={} bytes_sent={} bytes_retrans={} segs_in={} "
+                   "segs_out={} retrans={} rto_events={} fast_recoveries={} dupacks={} drops={} send_q={} "
+                   "recv_q={}\n",
+                   engine, c.state, ip_port(c.local_ip, c.local_port), ip_port(c.remote_ip, c.remote_port), c.cc,
+                   c.mss, c.cwnd, c.ssthresh, c.srtt_us, c.rttvar_us, c.rto_us, c.bytes_in_flight, c.snd_wnd,
+                   c.rcv_wnd, c.snd_wscale, c.rcv_wscale, int(c.sack), int(c.ts), int(c.ecn), c.bytes_acked,
+                   c.bytes_received, c.bytes_sent, c.bytes_retrans, c.segs_in, c.segs_out, c.retrans, c.rto_events,
+                   c.fast_recoveries, c.dupacks, c.drops, c.send_q, c.recv_q);
+}
+
+} // namespace
+
+std::vector<std::string> ControlSocket::candidate_paths(int pid) {
+    std::vector<std::string> v;
+    v.push_back(fmt::format("/run/crescent/{}.sock", pid));
+    if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x == '/')
+        v.push_back(fmt::format("{}/crescent/{}.sock", x, pid));
+    v.push_back(fmt::format("/tmp/crescent/{}.sock", pid));
+    return v;
+}
+
+std::unique_ptr<ControlSocket> ControlSocket::open(std::string* err) {
+    std::string last;
+    for (const std::string& path : candidate_paths(int(::getpid()))) {
+        const std::string dir = dir_of(path);
+        // /tmp/crescent is shared between users: sticky and world-writable like /tmp.
+        if (!make_dirs(dir, dir.starts_with("/tmp/") ? 01777 : 0755) || ::access(dir.c_str(), W_OK | X_OK) != 0) {
+            last = fmt::format("cannot create or write {}: {}", dir, std::strerror(errno ? errno : EACCES));
+            continue;
+        }
+        sockaddr_un sa{};
+        sa.sun_family = AF_UNIX;
+        if (path.size() >= sizeof sa.sun_path) {
+            last = fmt::format("socket path {} is longer than {} bytes", path, sizeof sa.sun_path - 1);
+            continue;
+        }
+        std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+        int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            last = fmt::format("socket(AF_UNIX): {}", std::strerror(errno));
+            break;
+        }
+        ::unlink(path.c_str());  // left by an earlier process with our pid
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 16) != 0) {
+            last = fmt::format("bind/listen {}: {}", path, std::strerror(errno));
+            ::close(fd);
+            continue;
+        }
+        return std::unique_ptr<ControlSocket>(new ControlSocket(fd, path));
+    }
+    if (err) *err = fmt::format("no usable directory for the control socket ({})", last);
+    return nullptr;
+}
+
+ControlSocket::~ControlSocket() {
+    for (auto& [fd, c] : clients_) ::close(fd);
+    if (lfd_ >= 0) ::close(lfd_);
+    if (!path_.empty()) ::unlink(path_.c_str());
+}
+
+bool ControlSocket::attach(Engine& e0, std::vector<Engine*> engines) {
+    e0_ = &e0;
+    engines_ = std::move(engines);
+    if (!e0.add_fd(lfd_, EPOLLIN, [this](uint32_t) { on_accept(); })) return false;
+    attached_ = true;
+    stop_hook_ = e0.at_stop([this] { detach(); });
+    return true;
+}
+
+void ControlSocket::detach() {
+    if (!attached_) return;
+    attached_ = false;
+    for (auto& [fd, c] : clients_) {
+        e0_->remove_fd(fd);
+        ::close(fd);
+    }
+    clients_.clear();
+    e0_->remove_fd(lfd_);
+}
+
+void ControlSocket::on_accept() {
+    for (;;) {
+        int fd = ::accept4(lfd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;  // EAGAIN (or a client that left already)
+        if (clients_.size() >= kMaxClients) {
+            ++dropped_;
+            ::close(fd);
+            continue;
+        }
+        if (!e0_->add_fd(fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+                         [this, fd](uint32_t ev) { on_client(fd, ev); })) {
+            ++dropped_;
+            ::close(fd);
+            continue;
+        }
+        clients_.emplace(fd, Client{});
+    }
+}
+
+void ControlSocket::close_client(int fd) {
+    e0_->remove_fd(fd);
+    ::close(fd);
+    clients_.erase(fd);
+}
+
+bool ControlSocket::flush(int fd, Client& c) {
+    while (!c.out.empty()) {
+        ssize_t n = ::send(fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            c.out.erase(0, size_t(n));
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;  // EPOLLOUT (edge) resumes
+        close_client(fd);
+        return false;
+    }
+    return true;
+}
+
+void ControlSocket::on_client(int fd, uint32_t events) {
+    auto it = clients_.find(fd);
+    if (it == clients_.end()) return;
+    Client& c = it->second;
+    if (events & EPOLLERR) return close_client(fd);
+    bool eof = false;
+    char buf[4096];
+    for (;;) {  // edge-triggered: read until EAGAIN
+        ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            c.in.append(buf, size_t(n));
+            continue;
+        }
+        if (n == 0) eof = true;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK) return close_client(fd);
+        break;
+    }
+    size_t nl;
+    while ((nl = c.in.find('\n')) != std::string::npos) {
+        std::string line = c.in.substr(0, nl);
+        c.in.erase(0, nl + 1);
+        c.out += answer(line, engines_);
+        c.out += '\n';
+        ++served_;
+        if (c.out.size() > kMaxOut) {  // the client does not read: drop it
+            ++dropped_;
+            return close_client(fd);
+        }
+    }
+    if (c.in.size() > kMaxLine) {
+        ++dropped_;
+        return close_client(fd);
+    }
+    if (!flush(fd, c)) return;
+    if (eof || (events & (EPOLLHUP | EPOLLRDHUP))) close_client(fd);
+}
+
+std::string ControlSocket::answer(std::string_view line, const std::vector<Engine*>& engines) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    std::vector<std::string_view> words;
+    for (size_t i = 0; i < line.size();) {
+        size_t j = line.find(' ', i);
+        if (j == std::string_view::npos) j = line.size();
+        if (j > i) words.push_back(line.substr(i, j - i));
+        i = j + 1;
+    }
+    std::string o;
+    if (words.empty() || words[0] == "help") {
+        o = "commands:\n"
+            "stats                      every counter of every engine (key=value)\n"
+            "conns [state=S] [port=N]   connections and listeners, one line each (key=value)\n"
+            "help                       this text\n";
+        return o;
+    }
+    if (words[0] == "stats") {
+        if (words.size() > 1) return "error: stats takes no argument\n";
+        stats_lines(o, engines);
+        return o;
+    }
+    if (words[0] == "conns") {
+        std::string state;
+        long port = -1;
+        for (size_t k = 1; k < words.size(); ++k) {
+            std::string_view w = words[k];
+            if (w.starts_with("state=") && w.size() > 6) {
+                state = norm_state(w.substr(6));
+            } else if (w.starts_with("port=")) {
+                char* end = nullptr;
+                std::string p(w.substr(5));
+                port = std::strtol(p.c_str(), &end, 10);
+                if (p.empty() || *end != '\0' || port < 0 || port > 65535)
+                    return fmt::format("error: bad port filter '{}' (give port=0..65535)\n", w);
+            } else {
+                return fmt::format("error: unknown conns filter '{}' (give state=S or port=N)\n", w);
+            }
+        }
+        std::vector<ConnSnapshot> recs;
+        for (Engine* e : engines) {
+            ConnTableHead h;
+            if (!e->impl().publisher().conns(&h, &recs)) continue;
+            for (const ConnSnapshot& c : recs) {
+                if (!state.empty() && !norm_state(c.state).starts_with(state)) continue;
+                if (port >= 0 && c.local_port != port && c.remote_port != port) continue;
+                conn_line(o, e->index(), c);
+            }
+            if (h.total > recs.size())
+                fmt::format_to(std::back_inserter(o), "# engine={} truncated total={} listed={}\n", e->index(),
+                               h.total, recs.size());
+        }
+        return o;
+    }
+    return fmt::format("error: unknown command '{}' (try help)\n", words[0]);
+}
+
+} // namespace crescent::engine

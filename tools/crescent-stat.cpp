@@ -1,0 +1,308 @@
+// crescent-stat — look inside a running crescent process through its control
+// socket (stack/engine/control_socket.hpp): counters, per-engine rates like
+// top, and the connection list like `ss -ti`.
+//
+//   crescent-stat [PID|NAME]                    every counter (key=value)
+//   crescent-stat top [-n COUNT] [PID|NAME]     per-engine rates every second
+//   crescent-stat ss [PID|NAME] [state=S] [port=N]   connections and listeners
+//
+// Without PID|NAME: the one crescent process that has a control socket.
+// NAME matches /proc/<pid>/comm. Standard library and POSIX only.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+volatile sig_atomic_t g_stop = 0;
+
+[[noreturn]] void die(const std::string& m) {
+    std::fprintf(stderr, "crescent-stat: %s\n", m.c_str());
+    std::exit(1);
+}
+
+void usage(FILE* f) {
+    std::fprintf(f,
+                 "usage: crescent-stat [PID|NAME]                 print every counter\n"
+                 "       crescent-stat top [-n COUNT] [PID|NAME]  per-engine rates every second (Ctrl-C ends)\n"
+                 "       crescent-stat ss [PID|NAME] [state=S] [port=N]  connections like ss -ti\n");
+}
+
+// The socket paths a process may use (same order as ControlSocket::candidate_paths).
+std::vector<std::string> paths_for(int pid) {
+    std::vector<std::string> v{"/run/crescent/" + std::to_string(pid) + ".sock"};
+    if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x == '/')
+        v.push_back(std::string(x) + "/crescent/" + std::to_string(pid) + ".sock");
+    v.push_back("/tmp/crescent/" + std::to_string(pid) + ".sock");
+    return v;
+}
+
+bool exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
+
+std::string comm_of(int pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+    std::string s;
+    std::getline(f, s);
+    return s;
+}
+
+bool all_digits(const std::string& s) {
+    if (s.empty()) return false;
+    for (char c : s)
+        if (c < '0' || c > '9') return false;
+    return true;
+}
+
+// Every process with a control socket (pid from the file names in the known directories).
+std::vector<int> socket_pids() {
+    std::vector<int> out;
+    std::vector<std::string> dirs{"/run/crescent", "/tmp/crescent"};
+    if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x == '/') dirs.push_back(std::string(x) + "/crescent");
+    for (const std::string& d : dirs) {
+        DIR* dp = ::opendir(d.c_str());
+        if (!dp) continue;
+        while (dirent* e = ::readdir(dp)) {
+            std::string n = e->d_name;
+            if (n.size() > 5 && n.ends_with(".sock") && all_digits(n.substr(0, n.size() - 5))) {
+                int pid = std::atoi(n.c_str());
+                if (exists("/proc/" + std::to_string(pid))) out.push_back(pid);
+            }
+        }
+        ::closedir(dp);
+    }
+    return out;
+}
+
+int resolve(const std::string& target) {
+    if (target.empty()) {
+        std::vector<int> pids = socket_pids();
+        if (pids.empty()) die("no running crescent process has a control socket (give PID or NAME)");
+        if (pids.size() > 1) die("several crescent processes are running; give one PID");
+        return pids[0];
+    }
+    if (all_digits(target)) {
+        int pid = std::atoi(target.c_str());
+        if (!exists("/proc/" + target)) die("no such process: " + target);
+        return pid;
+    }
+    std::vector<int> match;
+    DIR* dp = ::opendir("/proc");
+    if (!dp) die(std::string("cannot read /proc: ") + std::strerror(errno));
+    while (dirent* e = ::readdir(dp)) {
+        std::string n = e->d_name;
+        if (all_digits(n) && comm_of(std::atoi(n.c_str())) == target) match.push_back(std::atoi(n.c_str()));
+    }
+    ::closedir(dp);
+    if (match.empty()) die("no process named " + target);
+    if (match.size() > 1) {
+        // Prefer the ones that serve a control socket.
+        std::vector<int> with;
+        for (int p : match)
+            for (const std::string& s : paths_for(p))
+                if (exists(s)) {
+                    with.push_back(p);
+                    break;
+                }
+        if (with.size() == 1) return with[0];
+        std::string list;
+        for (int p : match) list += " " + std::to_string(p);
+        die("several processes are named " + target + " (pids" + list + "); give one PID");
+    }
+    return match[0];
+}
+
+class Client {
+public:
+    explicit Client(int pid) {
+        std::string path;
+        for (const std::string& p : paths_for(pid))
+            if (exists(p)) {
+                path = p;
+                break;
+            }
+        if (path.empty())
+            die("process " + std::to_string(pid) + " (" + comm_of(pid) +
+                ") has no control socket (not crescent, started with control_socket off, or another user's "
+                "$XDG_RUNTIME_DIR)");
+        fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd_ < 0) die(std::string("socket: ") + std::strerror(errno));
+        sockaddr_un sa{};
+        sa.sun_family = AF_UNIX;
+        std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
+        if (::connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+            int e = errno;
+            if (e == EACCES || e == EPERM) die("permission denied on " + path + " (run as the process's user or root)");
+            die("cannot connect to " + path + ": " + std::strerror(e) + " (the process may have exited)");
+        }
+        timeval tv{5, 0};
+        ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    ~Client() { ::close(fd_); }
+
+    // The reply lines of one request (up to the empty line).
+    std::vector<std::string> ask(const std::string& req) {
+        std::string line = req + "\n";
+        if (::send(fd_, line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size()))
+            die(std::string("control socket write failed: ") + std::strerror(errno));
+        std::vector<std::string> out;
+        for (;;) {
+            size_t nl;
+            while ((nl = buf_.find('\n')) != std::string::npos) {
+                std::string l = buf_.substr(0, nl);
+                buf_.erase(0, nl + 1);
+                if (l.empty()) {
+                    if (!out.empty() && out[0].starts_with("error: ")) die("the process answered: " + out[0].substr(7));
+                    return out;
+                }
+                out.push_back(l);
+            }
+            char b[65536];
+            ssize_t n = ::recv(fd_, b, sizeof b, 0);
+            if (n <= 0) {
+                if (n < 0 && errno == EINTR && g_stop) std::exit(0);
+                die(n == 0 ? "the process closed the control socket (it exited, or the reply did not fit)"
+                           : std::string("control socket read failed: ") + std::strerror(errno));
+            }
+            buf_.append(b, size_t(n));
+        }
+    }
+
+private:
+    int fd_ = -1;
+    std::string buf_;
+};
+
+std::map<std::string, std::string> kv_line(const std::string& l) {
+    std::map<std::string, std::string> m;
+    std::istringstream in(l);
+    std::string w;
+    while (in >> w) {
+        size_t eq = w.find('=');
+        if (eq != std::string::npos) m[w.substr(0, eq)] = w.substr(eq + 1);
+    }
+    return m;
+}
+
+std::map<std::string, uint64_t> stats_map(Client& c) {
+    std::map<std::string, uint64_t> m;
+    for (const std::string& l : c.ask("stats")) {
+        size_t eq = l.find('=');
+        if (eq != std::string::npos) m[l.substr(0, eq)] = std::strtoull(l.c_str() + eq + 1, nullptr, 10);
+    }
+    return m;
+}
+
+int cmd_counters(const std::string& target) {
+    Client c(resolve(target));
+    for (const std::string& l : c.ask("stats")) std::printf("%s\n", l.c_str());
+    return 0;
+}
+
+int cmd_top(const std::string& target, long count) {
+    int pid = resolve(target);
+    Client c(pid);
+    std::map<std::string, uint64_t> prev = stats_map(c);
+    for (long i = 0; count < 0 || i < count; ++i) {
+        ::sleep(1);
+        if (g_stop) break;
+        std::map<std::string, uint64_t> cur = stats_map(c);
+        unsigned n = unsigned(cur["engines"]);
+        std::printf("crescent-stat top: pid %d (%s), %u engines\n", pid, comm_of(pid).c_str(), n);
+        std::printf("%-6s %12s %12s %10s %10s %7s %7s %10s\n", "engine", "rx_pps", "tx_pps", "rx_Mbit/s",
+                    "tx_Mbit/s", "busy%", "conns", "epoll_ev/s");
+        for (unsigned e = 0; e < n; ++e) {
+            std::string k = "engine." + std::to_string(e) + ".";
+            auto d = [&](const char* name) {
+                uint64_t a = prev[k + name], b = cur[k + name];
+                return b >= a ? double(b - a) : 0.0;
+            };
+            double secs = d("mono_ns") / 1e9;
+            if (secs <= 0) secs = 1;
+            double loops = d("loops");
+            double busy = loops > 0 ? 100.0 * (loops - d("idle_loops")) / loops : 0;
+            std::printf("%-6u %12.0f %12.0f %10.2f %10.2f %7.1f %7llu %10.0f\n", e, d("rx_packets") / secs,
+                        d("tx_packets") / secs, d("rx_bytes") * 8 / secs / 1e6, d("tx_bytes") * 8 / secs / 1e6, busy,
+                        (unsigned long long)cur[k + "connections"], d("epoll_events") / secs);
+        }
+        std::fflush(stdout);
+        prev = std::move(cur);
+    }
+    return 0;
+}
+
+int cmd_ss(const std::string& target, const std::string& filters) {
+    Client c(resolve(target));
+    std::vector<std::string> lines = c.ask("conns" + filters);
+    std::printf("%-12s %-6s %8s %8s %-21s %-21s\n", "State", "Engine", "Recv-Q", "Send-Q", "Local", "Peer");
+    for (const std::string& l : lines) {
+        if (l.starts_with("#")) {
+            std::printf("%s\n", l.c_str());
+            continue;
+        }
+        auto m = kv_line(l);
+        std::printf("%-12s %-6s %8s %8s %-21s %-21s\n", m["state"].c_str(), m["engine"].c_str(), m["recv_q"].c_str(),
+                    m["send_q"].c_str(), m["local"].c_str(), m["remote"].c_str());
+        if (m["state"] == "LISTEN") continue;
+        auto ms = [&](const char* k) { return std::strtod(m[k].c_str(), nullptr) / 1000.0; };
+        std::printf("\t %s %s%s%swscale:%s rto:%.3f rtt:%.3f/%.3f mss:%s cwnd:%s ssthresh:%s bytes_sent:%s "
+                    "bytes_retrans:%s bytes_acked:%s bytes_received:%s segs_out:%s segs_in:%s retrans:%s "
+                    "unacked:%s snd_wnd:%s rcv_wnd:%s\n",
+                    m["cc"].c_str(), m["sack"] == "1" ? "sack " : "", m["ts"] == "1" ? "ts " : "",
+                    m["ecn"] == "1" ? "ecn " : "", m["wscale"].c_str(), ms("rto_us"), ms("srtt_us"),
+                    ms("rttvar_us"), m["mss"].c_str(), m["cwnd"].c_str(), m["ssthresh"].c_str(),
+                    m["bytes_sent"].c_str(), m["bytes_retrans"].c_str(), m["bytes_acked"].c_str(),
+                    m["bytes_received"].c_str(), m["segs_out"].c_str(), m["segs_in"].c_str(), m["retrans"].c_str(),
+                    m["bytes_in_flight"].c_str(), m["snd_wnd"].c_str(), m["rcv_wnd"].c_str());
+    }
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    struct sigaction sa{};
+    sa.sa_handler = [](int) { g_stop = 1; };
+    sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: sleep()/recv() return
+    sigaction(SIGTERM, &sa, nullptr);
+    if (!args.empty() && (args[0] == "-h" || args[0] == "--help" || args[0] == "help")) {
+        usage(stdout);
+        return 0;
+    }
+    std::string mode = "counters";
+    if (!args.empty() && (args[0] == "top" || args[0] == "ss")) {
+        mode = args[0];
+        args.erase(args.begin());
+    }
+    std::string target, filters;
+    long count = -1;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (mode == "top" && a == "-n") {
+            if (i + 1 >= args.size() || !all_digits(args[i + 1])) die("-n needs a count of refreshes");
+            count = std::atol(args[++i].c_str());
+        } else if (mode == "ss" && (a.starts_with("state=") || a.starts_with("port="))) {
+            filters += " " + a;
+        } else if (!a.starts_with("-") && target.empty()) {
+            target = a;
+        } else {
+            usage(stderr);
+            die("unexpected argument '" + a + "'");
+        }
+    }
+    if (mode == "top") return cmd_top(target, count);
+    if (mode == "ss") return cmd_ss(target, filters);
+    return cmd_counters(target);
+}
