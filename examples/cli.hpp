@@ -105,6 +105,10 @@ public:
         else if (is("--app-slot")) rt.app_slot = uint16_t(number(0, 255));
         else if (is("--app-slots")) rt.app_slots = uint16_t(number(1, 256));
         else if (is("--impair")) rt.impair = value();
+        else if (is("--pcap")) rt.pcap = value();
+        else if (is("--pcap-snaplen")) rt.pcap_snaplen = uint32_t(number(64, 262144));
+        else if (is("--pcap-max-mb")) rt.pcap_max_bytes = number(1, 1u << 20) << 20;
+        else if (is("--pcap-max-bytes")) rt.pcap_max_bytes = number(24, uint64_t(1) << 50);
         else return false;
         return true;
     }

@@ -81,6 +81,7 @@ const char* usage =
     "                       [--file PATH [--allow-buffered] [--queue-depth N]] [--mode inline|batch]\n"
     "                       [--no-crc] [--stats] [--show-plan] [--file-prefix P] [--no-huge] [--burst N]\n"
     "                       [--idle-sleep-us N] [--arena-mb N] [--impair loss=P,dup=P,reorder=P,seed=N]\n"
+    "                       [--pcap FILE [--pcap-snaplen N] [--pcap-max-mb N]]   (as for crescent-echo)\n"
     "  --port P         crescent RPC port (default 7100)\n"
     "  --kernel-port P  also serve RPC over kernel TCP on port P\n"
     "  --size BYTES     volume size, a multiple of 4096 (default 256 MiB; with --file: the file's\n"

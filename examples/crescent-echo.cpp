@@ -59,6 +59,8 @@ const char* usage =
     "                      [--gateway IP]) [--port P] [--mode inline|batch] [--cores N] [--file-prefix P]\n"
     "                     [--no-huge] [--burst N] [--idle-sleep-us N] [--stats] [--show-plan]\n"
     "                     [--impair loss=P,dup=P,reorder=P,delay=Nms,seed=N]   (testing: netem-like, both ways)\n"
+    "                     [--pcap FILE [--pcap-snaplen N] [--pcap-max-mb N | --pcap-max-bytes N]]\n"
+    "                         (every frame sent and received, as pcap; FILE.0, FILE.1... with --cores > 1)\n"
     "                     [--client HOST [--conns N] [--bytes N] [--cc newreno|cubic|dctcp] [--timeout SEC]]\n";
 
 Options parse(int argc, char** argv) {

@@ -115,7 +115,7 @@ const char* usage =
     "  --stats            print per-engine counters on exit\n"
     "  --show-plan        print the port plan and exit\n"
     "  --file-prefix P, --no-huge, --copy-rx, --burst N, --idle-sleep-us N, --impair SPEC,\n"
-    "  --app-slot N, --app-slots N: as for crescent-echo\n";
+    "  --app-slot N, --app-slots N, --pcap FILE, --pcap-snaplen N, --pcap-max-mb N: as for crescent-echo\n";
 
 Options parse(int argc, char** argv) {
     Options o;

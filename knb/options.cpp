@@ -103,6 +103,8 @@ const char* usage() {
            "  --iface IF | --eal ARGS   crescent's device: AF_XDP on IF with steering, or DPDK EAL\n"
            "                            arguments (then --ip A.B.C.D/LEN [--mac M] [--neighbour IP=MAC]...)\n"
            "  --file-prefix P --no-huge --burst N --arena-mb N --rx-ring N --impair SPEC   crescent tuning\n"
+           "  --pcap FILE [--pcap-snaplen N] [--pcap-max-bytes N]   crescent: capture every frame to FILE\n"
+           "                            (FILE.0, FILE.1... per engine with --threads > 1)\n"
            "  --idle-sleep-us N         crescent engines nap up to N us after 1000 idle polls (default: spin)\n"
            "  --stats                   per-engine counters on stderr at the end\n"
            "client:\n"
@@ -239,6 +241,15 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
         } else if (f == "--impair") {
             if (!p.value(&v)) return false;
             o.rt.impair = v, crescent_dev = true;
+        } else if (f == "--pcap") {
+            if (!p.value(&v)) return false;
+            o.rt.pcap = v, crescent_dev = true;
+        } else if (f == "--pcap-snaplen") {
+            if (!p.number(64, 262144, &n)) return false;
+            o.rt.pcap_snaplen = uint32_t(n), crescent_dev = true;
+        } else if (f == "--pcap-max-bytes") {
+            if (!p.number(24, uint64_t(1) << 50, &n)) return false;
+            o.rt.pcap_max_bytes = n, crescent_dev = true;
         } else if (f == "--burst") {
             if (!p.number(1, 512, &n)) return false;
             o.rt.engine.burst = uint16_t(n);
@@ -314,7 +325,7 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
             return p.fail("--eal needs --ip A.B.C.D/LEN (the device has no kernel address)");
     } else {
         if (crescent_dev)
-            return p.fail("--iface/--eal/--ip/--mac/--neighbour/--impair are crescent device options; "
+            return p.fail("--iface/--eal/--ip/--mac/--neighbour/--impair/--pcap are crescent device options; "
                           "--stack kernel uses the kernel's interfaces");
         if (o.mode_given && o.mode != Mode::Copy)
             return p.fail("--mode " + std::string(name(o.mode)) +
@@ -372,6 +383,9 @@ std::vector<std::string> to_args(const Options& o) {
     if (!o.rt.file_prefix.empty()) add("--file-prefix", o.rt.file_prefix);
     if (o.rt.no_huge) a.push_back("--no-huge");
     if (!o.rt.impair.empty()) add("--impair", o.rt.impair);
+    if (!o.rt.pcap.empty()) add("--pcap", o.rt.pcap);
+    if (o.rt.pcap_snaplen) add("--pcap-snaplen", std::to_string(o.rt.pcap_snaplen));
+    if (o.rt.pcap_max_bytes) add("--pcap-max-bytes", std::to_string(o.rt.pcap_max_bytes));
     const crescent::RuntimeOptions defaults;
     if (o.rt.engine.burst != defaults.engine.burst) add("--burst", std::to_string(o.rt.engine.burst));
     if (o.rt.arena_bytes != defaults.arena_bytes) add("--arena-mb", std::to_string(o.rt.arena_bytes >> 20));

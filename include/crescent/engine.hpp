@@ -153,6 +153,9 @@ struct EngineStats {
     // TCP host counters (demux level).
     uint64_t tcp_segs_in = 0, tcp_drop_wrong_dst = 0, tcp_drop_no_listener = 0, tcp_rst_sent = 0;
     uint64_t tcp_drop_backlog_full = 0, tcp_syn_cookies_sent = 0, tcp_accepted = 0;
+    // Packet capture (RuntimeOptions::pcap): frames written to the file, and
+    // frames not written because the size cap was reached (or a write failed).
+    uint64_t pcap_frames = 0, pcap_dropped_cap = 0;
 
     static std::string_view parse_drop_name(size_t i);
     // Every counter by name (parse drops as "parse_<reason>"), for printing.

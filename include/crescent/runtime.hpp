@@ -81,6 +81,20 @@ struct RuntimeOptions {
     // sch_netem). Empty = none.
     std::string impair;
 
+    // Packet capture: every frame an engine receives (as received, before
+    // TCP processing) and hands to the device (chains whole, TSO frames as
+    // handed) is written to `pcap` in the classic pcap format (nanosecond
+    // timestamps, Ethernet), read by `tcpdump -r`. One file per engine: `pcap`
+    // itself with one engine, "pcap.0", "pcap.1"... with several. Frames are
+    // cut to `pcap_snaplen` bytes (0 = 262144: whole frames); the file stops
+    // growing at `pcap_max_bytes` (0 = no cap), the frames not written counted
+    // in EngineStats::pcap_dropped_cap. Empty = no capture (one branch per
+    // burst). A file that cannot be created fails start(). Ignored with
+    // kernel_only (no frames).
+    std::string pcap;
+    uint32_t pcap_snaplen = 0;
+    uint64_t pcap_max_bytes = 0;
+
     // The port plan (flow bifurcation, Luna §7.1): this application is slot
     // `app_slot` of `app_slots` sharing the client range of the interface;
     // its part is split into one contiguous sub-range per engine, which the

@@ -94,6 +94,7 @@ void EngineStats::for_each(const std::function<void(std::string_view, uint64_t)>
     CRESCENT_STAT(callbacks); CRESCENT_STAT(tcp_segs_in); CRESCENT_STAT(tcp_drop_wrong_dst);
     CRESCENT_STAT(tcp_drop_no_listener); CRESCENT_STAT(tcp_rst_sent); CRESCENT_STAT(tcp_drop_backlog_full);
     CRESCENT_STAT(tcp_syn_cookies_sent); CRESCENT_STAT(tcp_accepted);
+    CRESCENT_STAT(pcap_frames); CRESCENT_STAT(pcap_dropped_cap);
 #undef CRESCENT_STAT
     for (size_t i = 1; i < wire::kDropCount; ++i)
         fn(fmt::format("parse_{}", parse_drop_name(i)), parse_drops[i]);

@@ -21,6 +21,7 @@
 #include <crescent/log.hpp>
 
 #include "stack/engine/null_device.hpp"
+#include "stack/engine/pcap.hpp"
 #include "zbuf/dpdk.hpp"
 
 namespace crescent {
@@ -261,6 +262,7 @@ size_t EngineImpl::poll_once() {
     Instant now = clock_.now();
     uint16_t n = dev_->rx_burst(rx_pkts_.data(), p_.cfg.burst);
     if (n) {
+        if (p_.pcap) p_.pcap->write_mbufs(rx_pkts_.data(), n, now);  // as received
         rx(now, n);
         work += n;
     }
@@ -852,6 +854,7 @@ void EngineImpl::enqueue_tx(rte_mbuf* m) {
 }
 
 void EngineImpl::flush_tx() {
+    if (p_.pcap) p_.pcap->write_mbufs(txq_.data() + txq_captured_, txq_.size() - txq_captured_, clock_.now());
     size_t sent = 0;
     while (sent < txq_.size()) {
         uint16_t chunk = uint16_t(std::min<size_t>(txq_.size() - sent, 64));
@@ -868,6 +871,7 @@ void EngineImpl::flush_tx() {
     }
     if (sent == txq_.size()) txq_.clear();
     else txq_.erase(txq_.begin(), txq_.begin() + ptrdiff_t(sent));
+    txq_captured_ = txq_.size();
 }
 
 
@@ -881,6 +885,7 @@ EngineStats EngineImpl::stats() const {
     o.tcp_drop_backlog_full = h.drop_backlog_full;
     o.tcp_syn_cookies_sent = h.syn_cookies_sent;
     o.tcp_accepted = h.accepted;
+    if (p_.pcap) o.pcap_frames = p_.pcap->frames(), o.pcap_dropped_cap = p_.pcap->dropped_cap();
     return o;
 }
 

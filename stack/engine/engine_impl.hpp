@@ -41,6 +41,8 @@
 
 namespace crescent::engine {
 
+class PcapWriter;
+
 // How to build an engine (internal: the Runtime or a test fills it in).
 struct EngineParams {
     EngineConfig cfg;
@@ -61,6 +63,9 @@ struct EngineParams {
     // many frames may wait at once.
     Duration neigh_wait = std::chrono::seconds(3);
     uint32_t neigh_queue = 256;
+    // Borrowed (outlives the engine), nullptr = no capture: every frame
+    // received and every frame handed to the device is written (pcap.hpp).
+    PcapWriter* pcap = nullptr;
 };
 
 std::unique_ptr<Engine> make_engine(const EngineParams& p);
@@ -237,6 +242,7 @@ private:
 
     std::vector<rte_mbuf*> rx_pkts_;
     std::vector<rte_mbuf*> txq_;       // frames waiting for the NIC (kept across a full ring)
+    size_t txq_captured_ = 0;          // p_.pcap: txq_'s first frames already captured
     std::deque<PendingFrame> pending_; // frames waiting for their neighbour
     static constexpr size_t kTxQueueMax = 16384;
 

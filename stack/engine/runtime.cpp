@@ -35,6 +35,7 @@
 #include "stack/engine/ctrl_nexthop.hpp"
 #include "stack/engine/engine_impl.hpp"
 #include "stack/engine/impair.hpp"
+#include "stack/engine/pcap.hpp"
 #include "stack/engine/queue_device.hpp"
 #include "stack/engine/runtime_kernel.hpp"
 #include "zbuf/dpdk.hpp"
@@ -104,6 +105,7 @@ struct Runtime::Impl {
     std::unique_ptr<zbuf::Arena> arena;
     std::vector<std::unique_ptr<engine::Device>> devs;
     std::vector<std::unique_ptr<engine::NextHop>> nexthops;
+    std::vector<std::unique_ptr<engine::PcapWriter>> pcaps;  // RuntimeOptions::pcap: one per engine
     std::vector<std::unique_ptr<Engine>> engines;
     std::vector<unsigned> lcores;                          // lcore of engine i
     std::unique_ptr<engine::KernelRuntime> kernel;         // kernel_only: threads, signals
@@ -115,6 +117,7 @@ struct Runtime::Impl {
         control.reset();  // removes the socket file
         kernel.reset();  // its signal handler stops the engines: first
         engines.clear();
+        pcaps.clear();  // after the engines: their last frames (RSTs of close_all) are in
         devs.clear();
         nexthops.clear();
         if (dev) dev->close_ports();  // RX pools live in the arena: ports -> arena -> EAL
@@ -336,6 +339,14 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
         ep.secret = secret;
         ep.client_port_lo = plan->engine_ports(i).lo;  // replies come back to this engine's queue
         ep.client_port_hi = plan->engine_ports(i).hi;
+        if (!o.pcap.empty()) {
+            std::string e;
+            auto w = engine::PcapWriter::open(engine::pcap_path(o.pcap, i, o.cores), o.pcap_snaplen,
+                                              o.pcap_max_bytes, engine::TscClock().now(), &e);
+            if (!w) return fail(e);
+            ep.pcap = w.get();
+            impl->pcaps.push_back(std::move(w));
+        }
         impl->engines.push_back(engine::make_engine(ep));
     }
     const dev::Offloads& off = impl->port->offloads();

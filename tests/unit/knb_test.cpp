@@ -274,7 +274,7 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
          "--mac", "02:00:00:00:00:02", "--neighbour", "10.88.0.1=02:00:00:00:00:01", "--file-prefix", "p",
          "--server", "10.88.0.1", "--mode", "copy", "--msg-size", "100", "--resp-size", "7", "--iodepth", "3",
          "--rate", "1234.5", "--duration", "0.25", "--warmup", "0.125", "--threads", "2", "--cpus", "1,0",
-         "--verify", "full"},
+         "--verify", "full", "--pcap", "/tmp/k.pcap", "--pcap-snaplen", "128", "--pcap-max-bytes", "100000"},
         {"server", "--stack", "kernel", "--kernel-wait", "block", "--threads", "3", "--proto", "echo", "--port", "9"},
     };
     for (const auto& args : cases) {
@@ -296,6 +296,9 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
         CHECK(b.rate == a.rate);
         CHECK(b.duration == a.duration);
         CHECK(b.warmup == a.warmup);
+        CHECK(b.rt.pcap == a.rt.pcap);
+        CHECK(b.rt.pcap_snaplen == a.rt.pcap_snaplen);
+        CHECK(b.rt.pcap_max_bytes == a.rt.pcap_max_bytes);
         CHECK(b.rt.eal == a.rt.eal);
         CHECK(b.rt.neighbours == a.rt.neighbours);
         CHECK(b.port == a.port);
