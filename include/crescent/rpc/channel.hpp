@@ -52,49 +52,80 @@ namespace crescent::rpc {
 // What a continuation receives. Valid for the call of the continuation; move
 // data slices out to keep them.
 struct Reply {
+    // Ok or the server's application status (a Response), or why the call
+    // failed: a framework status from the server (an Error) or a local one
+    // (DeadlineExceeded, ConnectionLost, Unavailable, Cancelled, ...).
     Status status = Status::Ok;
     std::span<const std::byte> meta;   // the response's metadata (empty on errors)
     std::span<Slice> data;             // zero-copy response data
     std::string_view error;            // why, when status != Ok (server's reason or the local cause)
     Duration latency{0};               // from call() to now
 };
+// Run exactly once per accepted call, on the engine thread from the engine
+// loop (never inside call()), with the outcome; the Reply dies when it returns.
 using Continuation = std::function<void(Reply& r)>;
 
+// How a call picks its connection among those up: the one with the fewest
+// calls in flight, or each in turn.
 enum class LoadBalance : uint8_t { LeastOutstanding, RoundRobin };
 bool parse_load_balance(std::string_view s, LoadBalance* out);  // "least-outstanding", "round-robin"
 
+// A Channel's configuration, fixed at construction.
 struct ChannelOptions {
+    // The server's address and port (the crescent port must be steered to
+    // the server's engines, see the header comment).
     Endpoint server;
     std::optional<Endpoint> alternate;      // fail-over address (another NIC / path)
+    // The transport of every connection (the server must listen on it).
     Transport transport = Transport::Crescent;
     unsigned server_engines = 1;            // engines serving `server` (full mesh)
-    unsigned conns_per_engine = 1;
+    unsigned conns_per_engine = 1;          // connections to each server engine (>= 1)
     uint32_t depth = 32;                    // calls in flight per connection
     uint32_t queue_max = 4096;              // calls waiting for a connection slot
     Duration deadline = std::chrono::seconds(5);  // default per call
-    LoadBalance lb = LoadBalance::LeastOutstanding;
-    Duration reconnect_min = std::chrono::milliseconds(10);
-    Duration reconnect_max = std::chrono::seconds(1);
+    LoadBalance lb = LoadBalance::LeastOutstanding;  // how a call picks its connection
+    Duration reconnect_min = std::chrono::milliseconds(10);  // first reconnect back-off (doubles, with jitter)
+    Duration reconnect_max = std::chrono::seconds(1);       // back-off ceiling
     unsigned failover_after = 3;            // failed connects in a row before the alternate
     Limits limits;                          // what a response may carry
-    StreamOptions stream;
-    size_t header_block = 2048;
+    StreamOptions stream;                   // transport options of the connections
+    size_t header_block = 2048;             // bytes per request-header block asked of the arena (encoder)
 };
 
+// A channel's counters, kept on the engine thread (Channel::stats()).
 struct ChannelStats {
+
     uint64_t calls = 0;                 // accepted by call()
-    uint64_t ok = 0, failed = 0;        // completions
+    // Calls completed with Status::Ok.
+    uint64_t ok = 0, failed = 0;        // calls completed with any other status (application ones included)
     uint64_t refused_queue_full = 0;    // call() returned QueueFull
-    uint64_t deadline_exceeded = 0, unavailable = 0, connection_lost = 0, cancelled = 0;
+    // Calls failed locally with DeadlineExceeded (deadline passed; a late
+    // reply is then counted in late_replies).
+    uint64_t deadline_exceeded = 0, unavailable = 0, connection_lost = 0, cancelled = 0;  // failed Cancelled (close() / ~Channel)
+    // \var ChannelStats::unavailable
+    // Calls failed with Unavailable: deadline passed and no connection was ever up.
+    // \var ChannelStats::connection_lost
+    // Calls failed with ConnectionLost: their connection closed while they were in flight.
+
     uint64_t server_errors = 0;         // Error replies from the server (any status)
     uint64_t late_replies = 0;          // a reply for a call that had already completed (deadline)
     uint64_t unknown_replies = 0;       // a reply with an id never issued
     uint64_t protocol_errors = 0;       // bad magic/version/size, a request sent to a client
-    uint64_t queued_now = 0, queued_peak = 0;
-    uint64_t connects = 0, connect_failures = 0, disconnects = 0, failovers = 0;
-    uint64_t bytes_out = 0, bytes_in = 0;
+    // Calls waiting in the channel for a connection slot now.
+    uint64_t queued_now = 0, queued_peak = 0;  // most calls ever waiting at once
+    // Connections established (first ones and reconnects).
+    uint64_t connects = 0, connect_failures = 0, disconnects = 0, failovers = 0;  // switches to/from the alternate address
+    // \var ChannelStats::connect_failures
+    // Connection attempts that failed (refused, timed out, no route).
+    // \var ChannelStats::disconnects
+    // Established connections that closed (each fails its in-flight calls).
+
+    // Request bytes handed to the connections (headers, meta and data).
+    uint64_t bytes_out = 0, bytes_in = 0;  // bytes received on the connections (all messages)
 };
 
+// The RPC client of one engine (see the header comment): owns its
+// connections; calls, continuations and destruction on the engine thread.
 class Channel {
 public:
     // Starts connecting at once.
@@ -119,17 +150,19 @@ public:
     size_t connected() const;           // connections up
     size_t connections() const;         // connections configured
     size_t outstanding() const;         // calls accepted and not completed (queued + in flight)
-    size_t queued() const;
+    size_t queued() const;              // calls waiting for a connection slot
     // The address currently used (the alternate after a fail-over).
     Endpoint current_server() const;
     // Why the last connection attempt or connection failed ("" if none did).
     const std::string& last_error() const;
 
+    // The channel's counters, live.
     const ChannelStats& stats() const;
     // TCP state and counters of the connections that are up (Stream::conn_stats).
     std::vector<ConnStats> connection_stats() const;
     // Client-side per-method stats: calls, statuses, bytes, latency.
     std::vector<MethodStats> method_stats() const;
+    // The engine the channel runs on (its thread is the only one to use it).
     Engine& engine() const;
 
     struct Impl;

@@ -27,11 +27,13 @@
 
 namespace crescent::rpc {
 
+// The latency histogram described above: a fixed bucket array, single-threaded
+// (one per engine), merged on read.
 class Histogram {
 public:
-    static constexpr uint32_t kSubBits = 6;
+    static constexpr uint32_t kSubBits = 6;                           // log2(kSub): binary digits of precision
     static constexpr uint64_t kSub = uint64_t(1) << kSubBits;         // 64 sub-buckets per power of two
-    static constexpr uint32_t kMaxBits = 44;
+    static constexpr uint32_t kMaxBits = 44;                          // log2(kMaxValue)
     static constexpr uint64_t kMaxValue = uint64_t(1) << kMaxBits;    // first value that overflows
     static constexpr uint32_t kBuckets = uint32_t((kMaxBits - kSubBits - 1) * kSub + 2 * kSub);  // 2496
 
@@ -47,11 +49,13 @@ public:
         const uint32_t s = i < 2 * kSub ? 0 : uint32_t(i / kSub - 1);
         return (uint64_t(i) - uint64_t(s) * kSub) << s;
     }
+    // Highest value of bucket i (i < kBuckets); inclusive.
     static constexpr uint64_t bucket_hi(uint32_t i) {
         const uint32_t s = i < 2 * kSub ? 0 : uint32_t(i / kSub - 1);
         return bucket_lo(i) + (uint64_t(1) << s) - 1;
     }
 
+    // Record one occurrence of v (nanoseconds by convention). Inline, no allocation.
     void record(uint64_t v) { record(v, 1); }
     // Record n occurrences of v (n may be 0: then nothing changes but min/max
     // are untouched too).
@@ -67,11 +71,15 @@ public:
         max_ = v > max_ ? v : max_;
     }
 
+    // Values recorded.
     uint64_t count() const { return count_; }
+    // Exact sum of the values recorded (modulo 2^64).
     uint64_t sum() const { return sum_; }
     // 0 when empty.
     uint64_t min() const { return count_ ? min_ : 0; }
+    // Exact largest value recorded (0 when empty).
     uint64_t max() const { return max_; }
+    // sum() / count(), exact up to double rounding; 0 when empty.
     double mean() const { return count_ ? double(sum_) / double(count_) : 0.0; }
     // Values recorded at or above kMaxValue (they sit in the last bucket).
     uint64_t overflow() const { return overflow_; }
@@ -86,7 +94,7 @@ public:
 
     // Add other's counts into this one (per-engine histograms, summed on read).
     void merge(const Histogram& other);
-    void reset();
+    void reset();  // back to empty (all counts 0, min/max as new)
 
     // fn(lo, hi, count) for every non-empty bucket, lowest first (CDF export).
     template <typename Fn>

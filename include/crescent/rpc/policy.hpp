@@ -35,7 +35,7 @@ namespace crescent::rpc {
 
 // An IPv4 prefix, host byte order; host bits are always zero.
 struct Prefix {
-    Ipv4 addr;
+    Ipv4 addr;          // the network address (host bits zero)
     uint8_t len = 32;   // 0..32
 
     // "10.0.0.0/24" or "10.0.0.7" (= /32). On failure returns false and sets
@@ -43,10 +43,12 @@ struct Prefix {
     // "prefix '10.0.0.1/24' has host bits set (did you mean 10.0.0.0/24?)".
     static bool parse(std::string_view s, Prefix* out, std::string* err);
 
+    // The netmask of len bits, host byte order (0 for /0).
     uint32_t mask() const { return len == 0 ? 0 : ~uint32_t(0) << (32 - len); }
+    // `a` is inside the prefix (every address is inside /0).
     bool contains(Ipv4 a) const { return ((a.v ^ addr.v) & mask()) == 0; }
     std::string to_string() const;   // always "a.b.c.d/len"
-    bool operator==(const Prefix&) const = default;
+    bool operator==(const Prefix&) const = default;  // same address and length
 };
 
 // A token bucket in integer arithmetic: the level is kept in nano-tokens
@@ -74,7 +76,9 @@ public:
 
     // New rate and burst; the current level is kept (capped at the new burst).
     void configure(double rate_per_sec, double burst);
+    // Refill rate in tokens per second (after clamping).
     double rate() const { return double(rate_) / double(kScale); }
+    // Capacity in tokens (after clamping).
     double burst() const { return double(burst_) / double(kScale); }
     // Full at now (an idle bucket that may be forgotten: a new one is equal).
     bool full(Instant now) const { return level_at(now.nanos()) == burst_; }
@@ -93,6 +97,7 @@ private:
     uint64_t fast_dt_ = 0;     // elapsed times below this refill in 64-bit arithmetic
 };
 
+// A RateLimiter's counters (RateLimiter::stats()).
 struct RateLimiterStats {
     uint64_t refused_client = 0;      // calls refused by the client's bucket
     uint64_t refused_method = 0;      // calls refused by the method's bucket
@@ -101,28 +106,34 @@ struct RateLimiterStats {
     uint64_t clients = 0;             // client buckets held now
 };
 
+// Per-client and per-method token buckets for a Server (Policies::rate):
+// clients get a default rule and/or per-prefix overrides, one bucket per client
+// address, at most max_clients of them (idle full ones are evicted to make
+// room). Single-threaded: the server's engine thread only.
 class RateLimiter {
 public:
+    // check()'s answer: admitted, or which bucket refused.
     enum class Verdict : uint8_t { Allow, ClientLimited, MethodLimited };
 
-    static constexpr size_t kDefaultMaxClients = 65536;
+    static constexpr size_t kDefaultMaxClients = 65536;  // client buckets held at most, by default
     // How many buckets one new client may inspect to find an evictable one.
     static constexpr size_t kEvictScan = 64;
 
+    // No rules (every call allowed); at most `max_clients` client buckets.
     explicit RateLimiter(size_t max_clients = kDefaultMaxClients);
 
     // Client rules. Changing them re-applies the rules to every client bucket
     // held (levels kept, capped at the new bursts; clients no rule covers any
     // more are dropped).
     void set_client_default(double rate_per_sec, double burst);
-    void clear_client_default();
+    void clear_client_default();  // no default: only clients an override covers are limited
     // Override for a prefix (replaces an override for the same prefix).
     void set_client(Prefix p, double rate_per_sec, double burst);
     bool remove_client(Prefix p);   // false if there was no such override
 
     // Method rules: one bucket per method, shared by all clients.
     void set_method(uint32_t method, double rate_per_sec, double burst);
-    bool remove_method(uint32_t method);
+    bool remove_method(uint32_t method);  // false if the method had no rule
 
     // Admit one call: takes a token from the client's bucket and the method's
     // bucket only when both have one (a missing rule counts as "has one").
@@ -130,8 +141,11 @@ public:
     // untouched and vice versa. Refusals are counted in stats().
     Verdict check(Ipv4 client, uint32_t method, Instant now);
 
+    // No rule at all (check() always allows).
     bool empty() const { return !has_default_ && overrides_.empty() && methods_.empty(); }
+    // Counters, live.
     const RateLimiterStats& stats() const { return stats_; }
+    // The constructor's bound.
     size_t max_clients() const { return max_clients_; }
 
 private:
@@ -177,7 +191,9 @@ public:
     // rule for the same prefix, if any.
     void allow(Prefix p, std::vector<uint32_t> methods);
     bool remove(Prefix p);   // false if no rule had that prefix
+    // Drops every rule: the ACL then refuses every client.
     void clear() { rules_.clear(); }
+    // Rules held.
     size_t size() const { return rules_.size(); }
 
     // Some rule's prefix contains the client (checked at connection set-up).
@@ -197,9 +213,11 @@ private:
 // of an absent one is a single well-predicted branch on a null pointer.
 // Installed, replaced and removed (reset()) from the engine's thread.
 struct Policies {
-    std::unique_ptr<Acl> acl;
-    std::unique_ptr<RateLimiter> rate;
+    std::unique_ptr<Acl> acl;            // null: every client and method allowed
+    std::unique_ptr<RateLimiter> rate;   // null: no rate limits
 
+    // admit_call()'s answer (the Status sent for a refusal: PermissionDenied,
+    // RateLimited).
     enum class Decision : uint8_t { Allow, Denied, RateLimited };
 
     // At connection set-up: false = refuse the client (the ACL does not know it).

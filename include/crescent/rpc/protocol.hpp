@@ -36,16 +36,17 @@
 namespace crescent::rpc {
 
 inline constexpr uint32_t kMagic = 0x43505243u;  // little-endian "CRPC"
-inline constexpr uint8_t kVersion = 1;
-inline constexpr size_t kHeaderSize = 32;
+inline constexpr uint8_t kVersion = 1;    // the header version sent; others close the connection
+inline constexpr size_t kHeaderSize = 32;  // bytes of the fixed header on the wire
 
+// The message kind (header byte 5).
 enum class Kind : uint8_t {
     Request = 0,   // expects a Response or an Error with the same call id
     Response = 1,  // status Ok (0) or an application status
     Error = 2,     // the framework refused or failed the call; meta = reason
     OneWay = 3,    // a request without a reply
 };
-std::string_view kind_name(Kind k);
+std::string_view kind_name(Kind k);  // "Request", "Response", "Error", "OneWay" (for logs)
 
 // Call outcomes. 0..999 belong to the framework; an application may return
 // its own statuses from kAppStatusBase up in a Response.
@@ -68,19 +69,22 @@ enum class Status : uint32_t {
 };
 std::string_view status_name(Status s);  // "Ok", "UnknownMethod", ..., "app(1003)" style for app statuses
 
+// A message header in host form (the table above gives the wire layout).
 struct Header {
-    uint32_t magic = kMagic;
-    uint8_t version = kVersion;
-    Kind kind = Kind::Request;
-    uint16_t flags = 0;
-    uint32_t method = 0;
-    uint32_t status = 0;
-    uint64_t call_id = 0;
-    uint32_t meta_len = 0;
-    uint32_t data_len = 0;
+    uint32_t magic = kMagic;     // kMagic; anything else closes the connection
+    uint8_t version = kVersion;  // kVersion
+    Kind kind = Kind::Request;   // what the message is
+    uint16_t flags = 0;          // reserved: sent 0, ignored on receipt
+    uint32_t method = 0;         // method id (a response echoes its request's)
+    uint32_t status = 0;         // a Status value (0 in requests)
+    uint64_t call_id = 0;        // chosen by the caller, echoed by the response
+    uint32_t meta_len = 0;       // metadata bytes following the header
+    uint32_t data_len = 0;       // data bytes following the metadata
 
     // Little-endian encode/decode of exactly kHeaderSize bytes.
     void encode(std::byte* out) const;
+    // Reads kHeaderSize bytes at `in`; does not validate (callers check magic,
+    // version and Limits).
     static Header decode(const std::byte* in);
 };
 

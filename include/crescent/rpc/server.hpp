@@ -47,23 +47,32 @@ class Server;
 class Call {
 public:
     Call() = default;
+    // Takes over `o`'s request and duty to reply; `o` is left answered (empty).
     Call(Call&& o) noexcept;
+    // Answers this Call first if it is still pending (as ~Call), then takes over `o`.
     Call& operator=(Call&& o) noexcept;
     ~Call();  // unanswered: fail(Internal, "handler dropped the call")
     Call(const Call&) = delete;
     Call& operator=(const Call&) = delete;
 
+    // The method id requested.
     uint32_t method() const { return method_; }
+    // The client's call id (echoed in the reply).
     uint64_t id() const { return id_; }
+    // Kind::OneWay: the client expects no reply.
     bool one_way() const { return one_way_; }
+    // The client's address and port.
     Endpoint peer() const { return peer_; }
+    // The transport the request came over.
     Transport transport() const { return transport_; }
+    // When the engine decoded the request (the start of the server-side latency).
     Instant received_at() const { return received_; }
 
     // The metadata, copied out of the request: valid as long as the Call.
     std::span<const std::byte> meta() const { return {meta_.data(), meta_.size()}; }
     // The data, zero-copy: slices of the received zbufs. Move them out to keep them.
     std::span<Slice> data() { return {data_.data(), data_.size()}; }
+    // The request's data length in bytes (the header's data_len).
     size_t data_bytes() const { return data_len_; }
 
     // Reply once: `st` is Ok or an application status (>= kAppStatusBase);
@@ -71,11 +80,15 @@ public:
     // request's own slices, or shares of long-lived ones). Returns false when
     // the reply could not be sent (connection gone, no memory, already replied).
     bool reply(std::span<const std::byte> meta, std::span<Slice> data, Status st = Status::Ok);
+    // Reply Ok with metadata only (copied), no data.
     bool reply(std::span<const std::byte> meta = {}) { return reply(meta, {}, Status::Ok); }
     // Reply with a framework status and a reason (an Error message).
     bool fail(Status st, std::string_view reason = {});
 
+    // Not yet answered: reply() or fail() is still owed (false after either,
+    // after a move-from, and for a default-constructed Call).
     bool pending() const { return server_ != nullptr; }  // not yet answered
+    // pending().
     explicit operator bool() const { return pending(); }
     // The connection the request came on is still open.
     bool connection_alive() const { return stream_.valid(); }
@@ -96,8 +109,11 @@ private:
     std::vector<Slice> data_;
 };
 
+// A method's handler: runs on the engine thread for each request of its
+// method; reply through `call` now, or move the Call out to reply later.
 using MethodHandler = std::function<void(Call& call)>;
 
+// A Server's configuration, fixed at construction.
 struct ServerOptions {
     Limits limits;                     // what a request may carry
     StreamOptions stream;              // transport options of accepted connections
@@ -108,27 +124,40 @@ struct ServerOptions {
     size_t header_block = 2048;        // encoder header block (arena obj) size
 };
 
+// A server's counters, kept on its engine thread (Server::stats()).
 struct ServerStats {
-    uint64_t connections_accepted = 0;
+    uint64_t connections_accepted = 0;  // connections accepted (over every listen())
     uint64_t connections_refused = 0;  // ACL: unknown client, closed at set-up
-    uint64_t connections_open = 0;
-    uint64_t requests = 0, one_way = 0;
-    uint64_t replies = 0, errors_sent = 0;
+    uint64_t connections_open = 0;     // connections open now
+    // Requests received that expect a reply (Kind::Request).
+    uint64_t requests = 0, one_way = 0;  // one-way requests received (no reply)
+    // Responses sent (Call::reply()).
+    uint64_t replies = 0, errors_sent = 0;  // Error messages sent (fail(), refusals, dropped calls)
     uint64_t unknown_method = 0;       // answered UnknownMethod
     uint64_t bad_kind = 0;             // a Response/Error or unknown kind sent to a server: ProtocolError
     uint64_t refused_acl = 0;          // calls answered PermissionDenied
     uint64_t refused_rate = 0;         // calls answered RateLimited
-    uint64_t bad_magic = 0, bad_version = 0, meta_too_large = 0, data_too_large = 0;  // connection closed
+    // Headers with a magic other than kMagic (the connection is closed).
+    uint64_t bad_magic = 0, bad_version = 0, meta_too_large = 0, data_too_large = 0;  // data_len above Limits::max_data: connection closed
+    // \var ServerStats::bad_version
+    // Headers with a version other than kVersion (the connection is closed).
+    // \var ServerStats::meta_too_large
+    // Headers with meta_len above Limits::max_meta (the connection is closed).
+
     uint64_t truncated_at_close = 0;   // a connection ended in the middle of a message
     uint64_t replies_dropped = 0;      // the connection closed before a deferred reply
     uint64_t handler_dropped = 0;      // a Call destroyed unanswered (answered Internal)
     uint64_t no_memory = 0;            // a reply that could not be encoded (arena empty)
     uint64_t reads_paused = 0;         // times a connection stopped reading (backlog / pending bound)
-    uint64_t bytes_in = 0, bytes_out = 0;  // meta + data of requests / replies
+    // Meta + data bytes of the requests received (headers not counted).
+    uint64_t bytes_in = 0, bytes_out = 0;  // meta + data bytes of the replies sent
 };
 
+// The RPC server of one engine (share-nothing: one per engine; see the header
+// comment). Everything, destruction included, on the engine thread.
 class Server {
 public:
+    // Serves on `e`, which must outlive it; nothing is accepted until listen().
     explicit Server(Engine& e, ServerOptions o = {});
     // Stops listening and aborts the open connections. Calls still held
     // become no-ops (their replies are dropped).
@@ -138,6 +167,8 @@ public:
 
     // false when the id is taken. `name` shows in stats.
     bool register_method(uint32_t id, std::string name, MethodHandler h);
+    // false when no such method; later requests for it get UnknownMethod
+    // (Calls already handed out can still reply).
     bool unregister_method(uint32_t id);
 
     // Accept on `port` over a transport; call once per transport/port. A
@@ -148,20 +179,24 @@ public:
     // from the engine thread; absent ones cost one branch per call.
     Policies& policies() { return policies_; }
 
+    // The server's counters, live.
     const ServerStats& stats() const { return st_; }
     // One entry per registered method (and one for unknown methods, id ~0u).
     std::vector<MethodStats> method_stats() const;
+    // Connections open now.
     size_t connections() const { return st_.connections_open; }
     // TCP state and counters of the open connections (Stream::conn_stats).
     std::vector<ConnStats> connection_stats() const;
+    // The engine it serves on.
     Engine& engine() const { return e_; }
 
     struct Session;  // per connection (server.cpp)
+    // An entry of the server's method table (internal; public for server.cpp).
     struct Method {
-        uint32_t id = 0;
-        bool live = false;
-        MethodHandler handler;
-        MethodStats stats;
+        uint32_t id = 0;         // the method id
+        bool live = false;       // registered now (false after unregister_method(): stats kept)
+        MethodHandler handler;   // called for each request
+        MethodStats stats;       // this method's server-side counters
     };
 
 private:

@@ -19,13 +19,17 @@
 
 namespace crescent::rpc {
 
+// Counters and latency of one method, server side (per Server) or client side
+// (per Channel); kept on the engine thread, merged across engines on read.
 struct MethodStats {
+    // errors_by_status slots: status values 0..13 each have their own (0 = Ok
+    // stays 0), then kOtherFrameworkSlot and kAppSlot.
     static constexpr size_t kStatusSlots = 16;
     static constexpr size_t kOtherFrameworkSlot = 14;   // 14..999: unknown framework statuses
     static constexpr size_t kAppSlot = 15;              // >= Status::kAppStatusBase
 
-    uint32_t method = 0;
-    std::string name;
+    uint32_t method = 0;     // method id (~0u: the server's unknown-method entry)
+    std::string name;        // register_method()'s name ("" when not known, e.g. client side)
     uint64_t calls = 0;      // requests received (server) or issued (client)
     uint64_t ok = 0;         // outcomes with Status::Ok
     std::array<uint64_t, kStatusSlots> errors_by_status{};   // see the slot map above
@@ -46,7 +50,7 @@ struct MethodStats {
         if (status == uint32_t(Status::Ok)) ++ok;
         else ++errors_by_status[status_slot(status)];
     }
-    uint64_t errors() const;
+    uint64_t errors() const;  // outcomes other than Ok: the sum of errors_by_status
     // Sums counters and latency; keeps this method id, and takes other's name
     // when this one has none.
     void merge(const MethodStats& other);

@@ -37,11 +37,15 @@
 
 namespace crescent::rpc {
 
+// Which TCP a Stream runs over. Chosen per listen() / connect(); everything
+// above the Stream is the same code for both.
 enum class Transport : uint8_t {
     Crescent,  // user-space TCP on the engine's queue
     Kernel,    // a kernel TCP socket in the engine's epoll set
 };
 std::string_view transport_name(Transport t);          // "crescent", "kernel"
+// Parses "crescent" or "kernel" (transport_name()'s spellings) into *out;
+// false, *out untouched, for anything else.
 bool parse_transport(std::string_view s, Transport* out);
 
 class Stream;
@@ -66,17 +70,24 @@ public:
     virtual void on_closed(Stream& s, std::string_view why) { (void)s; (void)why; }
 };
 
+// One stream's counters, kept by the stream on its engine's thread (read them
+// there too: Stream::stats(), or for_each_stream() to sum them).
 struct StreamStats {
-    uint64_t bytes_in = 0, bytes_out = 0;
+    // Payload bytes received on this stream (TCP/IP headers and
+    // retransmissions are not counted).
+    uint64_t bytes_in = 0, bytes_out = 0;  // payload bytes sent on this stream
     uint64_t reads = 0;              // on_data deliveries
     uint64_t writes = 0;             // transport sends (Conn::send / writev calls)
     uint64_t backlog_peak = 0;       // most bytes ever waiting in the backlog
     // StreamOptions::copy_api (crescent, batch mode): bytes that went through
     // Conn::read() / Conn::write() copies instead of zero-copy slices.
-    uint64_t bytes_copied_in = 0, bytes_copied_out = 0;
+    uint64_t bytes_copied_in = 0, bytes_copied_out = 0;  // copy_api: bytes copied in with Conn::write()
     uint64_t copy_no_memory = 0;     // copy_api: a read or write found the arena empty (retried in 1 ms)
 };
 
+// A connected byte stream on one engine, over either transport (see the
+// header comment). Created by listen()'s acceptor or connect(), owned and
+// destroyed by the library after on_closed(); engine thread only.
 class Stream {
 public:
     virtual ~Stream() = default;
@@ -85,10 +96,14 @@ public:
 
     // Zero-copy, in order; see the header comment. false once closed.
     virtual bool send(std::span<Slice> iov) = 0;
+    // One slice: moved out of `s` (left empty), as send(span).
     bool send(Slice&& s) { return send(std::span<Slice>(&s, 1)); }
     // Copies into arena objs, then send(). false when closed or out of memory.
     bool send_copy(std::span<const std::byte> bytes);
+    // The characters of `s`, copied as send_copy(bytes); `s` may die after the call.
     bool send_copy(std::string_view s) { return send_copy(std::as_bytes(std::span(s.data(), s.size()))); }
+    // Bytes accepted by send() that the transport has not taken yet (waiting
+    // in the stream, in order). 0 after on_drained().
     virtual size_t backlog_bytes() const = 0;
 
     // Batching: while corked, send() only queues; uncork() hands everything
@@ -96,6 +111,7 @@ public:
     // layer corks a stream while it handles one delivery of received bytes,
     // so the replies to pipelined requests leave together. Not nested.
     virtual void cork() = 0;
+    // Ends cork(): the queued bytes go to the transport in one send.
     virtual void uncork() = 0;
 
     // Backpressure: while paused no on_data() is delivered and received bytes
@@ -103,42 +119,59 @@ public:
     // window closes; crescent inline mode: the stream holds them, the window
     // does not close).
     virtual void pause_reading(bool paused) = 0;
+    // The last pause_reading() value (false for a new stream).
     bool reading_paused() const { return paused_; }
 
     // Graceful close: the backlog drains, then FIN; on_closed() follows.
     virtual void close() = 0;
     // Now: RST (crescent) / SO_LINGER 0 close (kernel); on_closed() follows.
     virtual void abort() = 0;
+    // From on_open() until close()/abort() is called or the transport ends
+    // it; send() returns false once this is false.
     bool is_open() const { return open_; }
 
+    // This end's address and port (kernel: getsockname()).
     virtual Endpoint local() const = 0;
+    // The peer's address and port.
     virtual Endpoint remote() const = 0;
     // The connection's TCP state and counters: crescent's own (Conn::stats),
     // or the kernel's TCP_INFO mapped onto the same fields (state, MSS,
     // cwnd/ssthresh in bytes, srtt/rttvar/rto, bytes and segments in/out,
     // bytes retransmitted; total retransmitted segments in retrans_timeout).
     virtual ConnStats conn_stats() const = 0;
+    // The transport the stream runs over (fixed for its lifetime).
     Transport transport() const { return transport_; }
+    // The engine whose loop serves the stream; its thread is the only one
+    // that may use the stream.
     Engine& engine() const { return *engine_; }
+    // This stream's counters, live (updated by the engine thread).
     const StreamStats& stats() const { return stats_; }
     // A number unique among this engine's streams for the process lifetime.
     uint64_t id() const { return id_; }
 
+    // An opaque pointer for the application (e.g. its per-connection state);
+    // the stream never reads or frees it. nullptr until set.
     void set_user(void* p) { user_ = p; }
+    // The pointer given to set_user() (nullptr if none).
     void* user() const { return user_; }
+    // The handler that receives this stream's callbacks.
     StreamHandler& handler() const { return *handler_; }
+    // Routes the following callbacks to `h` (e.g. from a generic acceptor
+    // handler to a per-protocol one in on_open()); `h` must outlive the stream.
     void set_handler(StreamHandler& h) { handler_ = &h; }
 
 protected:
+    // For the transports' implementations: registers the stream on `e` under
+    // a fresh id (StreamRef, live_streams()), not yet open.
     Stream(Engine& e, Transport t, StreamHandler& h);
-    Engine* engine_;
-    StreamHandler* handler_;
-    Transport transport_;
-    bool open_ = false;
-    bool paused_ = false;
-    uint64_t id_;
-    void* user_ = nullptr;
-    StreamStats stats_;
+    Engine* engine_;            // the serving engine, never null
+    StreamHandler* handler_;    // never null; see set_handler()
+    Transport transport_;       // fixed at construction
+    bool open_ = false;         // is_open(): set by the transport on open, cleared on close
+    bool paused_ = false;       // reading_paused()
+    uint64_t id_;               // id(): key in the engine's live-stream table
+    void* user_ = nullptr;      // set_user()
+    StreamStats stats_;         // stats(): maintained by the transport
 };
 
 // A weak reference: valid() tells whether the stream still exists (it checks
@@ -146,14 +179,18 @@ protected:
 class StreamRef {
 public:
     StreamRef() = default;
+    // Refers to `s` (records its engine and id, keeps nothing alive).
     explicit StreamRef(Stream& s);
     Stream* get() const;          // nullptr once the stream is gone
+    // The stream still exists (get() is not nullptr); false for a default one.
     bool valid() const { return get() != nullptr; }
 private:
     Engine* engine_ = nullptr;
     uint64_t id_ = 0;
 };
 
+// How listen() and connect() set up streams; fields name the transport they
+// apply to and are ignored by the other.
 struct StreamOptions {
     ConnOptions conn;                // crescent: TCP options (snd_buf, rcv_buf, cc, ...)
     uint32_t kernel_rcvbuf = 0;      // kernel: SO_RCVBUF (0 = system default)
@@ -182,8 +219,11 @@ struct StreamOptions {
 class Acceptor {
 public:
     virtual ~Acceptor() = default;
+    // The transport it accepts on.
     virtual Transport transport() const = 0;
+    // The local port it listens on (host byte order).
     virtual uint16_t port() const = 0;
+    // Streams accepted since listen() (a counter; closed ones included).
     virtual uint64_t accepted() const = 0;
 };
 
