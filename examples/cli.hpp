@@ -109,6 +109,8 @@ public:
         else if (is("--pcap-snaplen")) rt.pcap_snaplen = uint32_t(number(64, 262144));
         else if (is("--pcap-max-mb")) rt.pcap_max_bytes = number(1, 1u << 20) << 20;
         else if (is("--pcap-max-bytes")) rt.pcap_max_bytes = number(24, uint64_t(1) << 50);
+        else if (is("--metrics-port")) rt.metrics_port = uint16_t(number(1, 65535));
+        else if (is("--metrics-bind")) rt.metrics_bind = value();
         else return false;
         return true;
     }

@@ -105,6 +105,8 @@ const char* usage() {
            "  --file-prefix P --no-huge --burst N --arena-mb N --rx-ring N --impair SPEC   crescent tuning\n"
            "  --pcap FILE [--pcap-snaplen N] [--pcap-max-bytes N]   crescent: capture every frame to FILE\n"
            "                            (FILE.0, FILE.1... per engine with --threads > 1)\n"
+           "  --metrics-port N [--metrics-bind IP]   crescent: Prometheus text on http://IP:N/metrics\n"
+           "                            (IP 127.0.0.1 unless given)\n"
            "  --idle-sleep-us N         crescent engines nap up to N us after 1000 idle polls (default: spin)\n"
            "  --stats                   per-engine counters on stderr at the end\n"
            "client:\n"
@@ -250,6 +252,12 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
         } else if (f == "--pcap-max-bytes") {
             if (!p.number(24, uint64_t(1) << 50, &n)) return false;
             o.rt.pcap_max_bytes = n, crescent_dev = true;
+        } else if (f == "--metrics-port") {
+            if (!p.number(1, 65535, &n)) return false;
+            o.rt.metrics_port = uint16_t(n);
+        } else if (f == "--metrics-bind") {
+            if (!p.value(&v)) return false;
+            o.rt.metrics_bind = v;
         } else if (f == "--burst") {
             if (!p.number(1, 512, &n)) return false;
             o.rt.engine.burst = uint16_t(n);
@@ -387,6 +395,8 @@ std::vector<std::string> to_args(const Options& o) {
     if (o.rt.pcap_snaplen) add("--pcap-snaplen", std::to_string(o.rt.pcap_snaplen));
     if (o.rt.pcap_max_bytes) add("--pcap-max-bytes", std::to_string(o.rt.pcap_max_bytes));
     const crescent::RuntimeOptions defaults;
+    if (o.rt.metrics_port) add("--metrics-port", std::to_string(o.rt.metrics_port));
+    if (o.rt.metrics_bind != defaults.metrics_bind) add("--metrics-bind", o.rt.metrics_bind);
     if (o.rt.engine.burst != defaults.engine.burst) add("--burst", std::to_string(o.rt.engine.burst));
     if (o.rt.arena_bytes != defaults.arena_bytes) add("--arena-mb", std::to_string(o.rt.arena_bytes >> 20));
     if (o.rt.rx_ring) add("--rx-ring", std::to_string(o.rt.rx_ring));

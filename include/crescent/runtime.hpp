@@ -115,6 +115,15 @@ struct RuntimeOptions {
     // when /run is not writable (the start log line names it); removed at exit.
     // Served from engine 0's epoll set; it never blocks the engine.
     bool control_socket = true;
+
+    // Prometheus endpoint: when metrics_port is not 0, a kernel TCP listener
+    // on metrics_bind:metrics_port answers "GET /metrics" with every engine's
+    // counters, gauges, zbuf classes and connections per state in the text
+    // format 0.0.4 (one request per connection, then close; other paths 404).
+    // Served from engine 0's epoll set; it never blocks the engine. A port
+    // that cannot be had fails start().
+    uint16_t metrics_port = 0;
+    std::string metrics_bind = "127.0.0.1";
 };
 
 class Runtime {

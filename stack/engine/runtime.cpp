@@ -32,6 +32,7 @@
 #include "stack/ctrl/static_config.hpp"
 #include "stack/dev/runtime.hpp"
 #include "stack/engine/control_socket.hpp"
+#include "stack/engine/metrics_http.hpp"
 #include "stack/engine/ctrl_nexthop.hpp"
 #include "stack/engine/engine_impl.hpp"
 #include "stack/engine/impair.hpp"
@@ -112,9 +113,11 @@ struct Runtime::Impl {
     wire::Ipv4Addr ip;
     std::string describe;
     std::unique_ptr<engine::ControlSocket> control;        // RuntimeOptions::control_socket
+    std::unique_ptr<engine::MetricsServer> metrics;        // RuntimeOptions::metrics_port
 
     ~Impl() {
         control.reset();  // removes the socket file
+        metrics.reset();
         kernel.reset();  // its signal handler stops the engines: first
         engines.clear();
         pcaps.clear();  // after the engines: their last frames (RSTs of close_all) are in
@@ -141,6 +144,14 @@ void open_control(Runtime::Impl& im) {
         log::get("runtime")->info("{}; control socket {} (crescent-stat {})", im.describe, im.control->path(),
                                   ::getpid());
 }
+// The Prometheus endpoint (opt-in: a port that cannot be had fails start()).
+bool open_metrics(Runtime::Impl& im, std::string* err) {
+    if (im.opt.metrics_port == 0) return true;
+    im.metrics = engine::MetricsServer::open(im.opt.metrics_bind, im.opt.metrics_port, err);
+    if (!im.metrics) return false;
+    log::get("runtime")->info("metrics on http://{}:{}/metrics", im.opt.metrics_bind, im.metrics->port());
+    return true;
+}
 } // namespace
 
 Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -160,6 +171,7 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
         impl->describe = impl->kernel->describe();
         impl->plan = "kernel TCP only: no port plan (the kernel chooses the client ports)";
         open_control(*impl);
+        if (std::string me; !open_metrics(*impl, &me)) return fail(me);
         g_stop.store(false);
         return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
     }
@@ -354,6 +366,7 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
                                  impl->port->driver(), ctrl::to_string(impl->ip), ctrl::to_string(mac),
                                  impl->port->mtu(), o.cores, off.describe(), link_str);
     open_control(*impl);
+    if (std::string me; !open_metrics(*impl, &me)) return fail(me);
     g_stop.store(false);
     return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
@@ -383,6 +396,13 @@ void Runtime::run(const std::function<void(Engine&)>& user_setup) {
             if (!im.control->attach(e, std::move(all)))
                 log::get("runtime")->warn("control socket {}: not watched by engine 0 ({}); crescent-stat cannot "
                                           "attach to this process", im.control->path(), std::strerror(errno));
+        }
+        if (im.metrics && e.index() == 0) {
+            std::vector<Engine*> all;
+            for (auto& x : im.engines) all.push_back(x.get());
+            if (!im.metrics->attach(e, std::move(all)))
+                log::get("runtime")->warn("metrics port {}: not watched by engine 0 ({}); no /metrics",
+                                          im.metrics->port(), std::strerror(errno));
         }
         user_setup(e);
     };

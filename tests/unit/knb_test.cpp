@@ -274,7 +274,8 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
          "--mac", "02:00:00:00:00:02", "--neighbour", "10.88.0.1=02:00:00:00:00:01", "--file-prefix", "p",
          "--server", "10.88.0.1", "--mode", "copy", "--msg-size", "100", "--resp-size", "7", "--iodepth", "3",
          "--rate", "1234.5", "--duration", "0.25", "--warmup", "0.125", "--threads", "2", "--cpus", "1,0",
-         "--verify", "full", "--pcap", "/tmp/k.pcap", "--pcap-snaplen", "128", "--pcap-max-bytes", "100000"},
+         "--verify", "full", "--pcap", "/tmp/k.pcap", "--pcap-snaplen", "128", "--pcap-max-bytes", "100000",
+         "--metrics-port", "9464", "--metrics-bind", "0.0.0.0"},
         {"server", "--stack", "kernel", "--kernel-wait", "block", "--threads", "3", "--proto", "echo", "--port", "9"},
     };
     for (const auto& args : cases) {
@@ -299,6 +300,8 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
         CHECK(b.rt.pcap == a.rt.pcap);
         CHECK(b.rt.pcap_snaplen == a.rt.pcap_snaplen);
         CHECK(b.rt.pcap_max_bytes == a.rt.pcap_max_bytes);
+        CHECK(b.rt.metrics_port == a.rt.metrics_port);
+        CHECK(b.rt.metrics_bind == a.rt.metrics_bind);
         CHECK(b.rt.eal == a.rt.eal);
         CHECK(b.rt.neighbours == a.rt.neighbours);
         CHECK(b.port == a.port);
