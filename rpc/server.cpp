@@ -11,6 +11,7 @@
 // max_pending, and resumes when both are below again, so a client that
 // pipelines without reading its replies cannot grow the server's memory.
 #include <crescent/rpc/server.hpp>
+#include <crescent/rpc/metrics.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -187,9 +188,18 @@ Server::Server(Engine& e, ServerOptions o) : e_(e), o_(std::move(o)), handler_(s
     unknown.stats.method = ~0u;
     unknown.stats.name = "(unknown)";
     methods_.push_back(std::move(unknown));
+    metrics_slot_ = MetricsRegistry::get().add(e.index());
+    metrics_timer_ = e_.add_timer(std::chrono::milliseconds(100), [this] { publish_metrics(); });
+}
+
+void Server::publish_metrics() {
+    MetricsRegistry::get().publish(metrics_slot_, method_stats());
+    metrics_timer_ = e_.add_timer(std::chrono::milliseconds(100), [this] { publish_metrics(); });
 }
 
 Server::~Server() {
+    e_.cancel_timer(metrics_timer_);
+    MetricsRegistry::get().remove(metrics_slot_);
     acceptors_.clear();
     // Abort the open connections.
     // Their streams outlive us until on_closed: hand them a handler that does nothing.

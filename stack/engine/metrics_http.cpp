@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include <crescent/rpc/metrics.hpp>
+
 #include "stack/engine/engine_impl.hpp"
 
 namespace crescent::engine {
@@ -122,7 +124,9 @@ std::string MetricsServer::render(const std::vector<Engine*>& engines) {
                   s.zbuf_alloc_too_large);
         }
     }
-    return t.str();
+    std::string o = t.str();
+    rpc::MetricsRegistry::get().render(o);  // the RPC servers' methods (their own families)
+    return o;
 }
 
 std::unique_ptr<MetricsServer> MetricsServer::open(const std::string& bind_ip, uint16_t port, std::string* err) {

@@ -13,6 +13,9 @@
 //   crescent_connections_by_state{engine,state}   from the connection table
 //   crescent_zbuf_{capacity,live,high_water}{size}   arena gauges,
 //   crescent_zbuf_alloc_failed_total{size}  counter
+//   crescent_rpc_requests_total / _errors_total / _latency_seconds (histogram)
+//     {engine,method}                       every rpc::Server's methods
+//                                           (include/crescent/rpc/metrics.hpp)
 // Any other path: "404 Not Found"; another method: "405". The reply carries
 // Content-Length and the connection is closed after it. Values come from the
 // engines' last publications (stats_publish.hpp: 10 ms old at most,

@@ -15,6 +15,8 @@ Usage: metrics_test.py KNB CASE
         contiguous; crescent_rx_packets{engine="0"} and crescent_tx_packets rise between the two
         scrapes, crescent_connections_by_state shows an ESTABLISHED connection and the LISTEN
         socket, zbuf families per size class present, counter/gauge types as documented;
+        crescent_rpc_requests_total{engine="0",method="knb.echo"} rises, no RPC errors, the
+        crescent_rpc_latency_seconds histogram cumulative up to le="+Inf" == _count;
         GET /other is 404, POST /metrics 405; after the server exits the port is closed.
 Exit: 0 pass, 1 fail, 77 skip (not root).
 """
@@ -57,42 +59,48 @@ def curl(ns, path, *extra):
     return int(m.group(1)), hdr, body
 
 
+def need(cond, what):
+    """check() without the "ok:" line: for the per-line checks of an exposition."""
+    if not cond:
+        raise Fail(what)
+
+
 def parse(text):
     """{(name, frozenset(labels)): value} and {family: type}, checking every line of the format."""
     samples, types, helps, done = {}, {}, {}, set()
     current = None
-    check(text.endswith("\n"), "the exposition ends with a newline")
+    need(text.endswith("\n"), "the exposition ends with a newline")
     for n, line in enumerate(text.split("\n")[:-1], 1):
         if line.startswith("#"):
             m = re.match(r"^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*)$", line)
-            check(m is not None, f"line {n}: a comment is '# HELP name text' or '# TYPE name type': {line!r}")
+            need(m is not None, f"line {n}: a comment is '# HELP name text' or '# TYPE name type': {line!r}")
             kind, fam, rest = m.groups()
-            check(fam not in done and fam != current, f"line {n}: {kind} of {fam} after its samples")
+            need(fam not in done and fam != current, f"line {n}: {kind} of {fam} after its samples")
             if kind == "HELP":
-                check(fam not in helps and rest.strip() != "", f"line {n}: one non-empty HELP for {fam}")
+                need(fam not in helps and rest.strip() != "", f"line {n}: one non-empty HELP for {fam}")
                 helps[fam] = rest
             else:
-                check(fam not in types and rest in ("counter", "gauge", "histogram", "summary", "untyped"),
+                need(fam not in types and rest in ("counter", "gauge", "histogram", "summary", "untyped"),
                       f"line {n}: one TYPE for {fam}, a known type: {rest!r}")
                 types[fam] = rest
             continue
         m = SAMPLE_RX.match(line)
-        check(m is not None, f"line {n}: not `name{{labels}} value`: {line!r}")
+        need(m is not None, f"line {n}: not `name{{labels}} value`: {line!r}")
         name, labels, value = m.groups()
         fam = name
         if fam not in types:
             for suf in ("_bucket", "_sum", "_count"):
                 if name.endswith(suf) and name[: -len(suf)] in types:
                     fam = name[: -len(suf)]
-        check(fam in helps and fam in types, f"line {n}: {name} has HELP and TYPE before its first sample")
+        need(fam in helps and fam in types, f"line {n}: {name} has HELP and TYPE before its first sample")
         if fam != current:
-            check(fam not in done, f"line {n}: the samples of {fam} are not contiguous")
+            need(fam not in done, f"line {n}: the samples of {fam} are not contiguous")
             if current:
                 done.add(current)
             current = fam
         lab = frozenset(LABEL_RX.findall(labels or ""))
         key = (name, lab)
-        check(key not in samples, f"line {n}: sample {name}{{{labels}}} appears twice")
+        need(key not in samples, f"line {n}: sample {name}{{{labels}}} appears twice")
         samples[key] = float(value)
     return samples, types
 
@@ -153,6 +161,20 @@ def case_load():
             check(get(s2, "crescent_zbuf_capacity", size="2048") > 0 and
                   types["crescent_zbuf_alloc_failed_total"] == "counter",
                   "zbuf families per size class (2048: capacity > 0, alloc_failed a counter)")
+            r1 = get(s1, "crescent_rpc_requests_total", engine="0", method="knb.echo")
+            r2 = get(s2, "crescent_rpc_requests_total", engine="0", method="knb.echo")
+            check(types["crescent_rpc_requests_total"] == "counter" and r2 > r1 > 0,
+                  f"crescent_rpc_requests_total{{method=\"knb.echo\"}} rose between the scrapes ({r1:.0f} -> {r2:.0f})")
+            check(get(s2, "crescent_rpc_errors_total", engine="0", method="knb.echo") == 0, "no RPC errors counted")
+            check(types["crescent_rpc_latency_seconds"] == "histogram", "crescent_rpc_latency_seconds is a histogram")
+            bk = sorted(((float(dict(lab)["le"]), v) for (n, lab), v in s2.items()
+                         if n == "crescent_rpc_latency_seconds_bucket" and ("method", "knb.echo") in lab))
+            cnt = get(s2, "crescent_rpc_latency_seconds_count", engine="0", method="knb.echo")
+            lat_sum = get(s2, "crescent_rpc_latency_seconds_sum", engine="0", method="knb.echo")
+            check(len(bk) >= 10 and bk[-1][0] == float("inf") and bk[-1][1] == cnt > 0 and
+                  all(a[1] <= b[1] for a, b in zip(bk, bk[1:])) and bk[-2][1] > 0 and 0 < lat_sum / cnt < 0.1,
+                  f"the knb.echo latency histogram: {len(bk)} cumulative buckets up to +Inf == _count {cnt:.0f}, "
+                  f"mean {lat_sum / max(cnt, 1) * 1e6:.3f} us")
             print(f"  {len(s2)} samples in {len(types)} families parsed")
             st, _, body = curl(ns, "/other")
             check(st == 404, f"GET /other -> {st} (404)")

@@ -216,6 +216,11 @@ private:
     std::unique_ptr<Handler> handler_;  // the StreamHandler of every accepted connection
     std::vector<std::unique_ptr<Acceptor>> acceptors_;
     std::unordered_set<Session*> sessions_;  // open connections
+    // The Prometheus endpoint's copy (rpc/metrics.hpp): method_stats() put
+    // into this server's MetricsRegistry slot every 100 ms by a timer.
+    void publish_metrics();
+    uint64_t metrics_slot_ = 0;
+    TimerId metrics_timer_ = 0;
 };
 
 } // namespace crescent::rpc
