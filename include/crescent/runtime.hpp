@@ -44,6 +44,10 @@
 
 namespace crescent {
 
+// What Runtime::start() brings up: the device (an interface, EAL arguments or
+// none), the number of engines, the zbuf arena, addressing, the port plan and
+// the observability endpoints. Plain data, copied by start(); every field has
+// a usable default except the device choice.
 struct RuntimeOptions {
     // Exactly one of the two (neither with kernel_only).
     std::string iface;                 // Linux interface (AF_XDP + steering)
@@ -92,8 +96,8 @@ struct RuntimeOptions {
     // burst). A file that cannot be created fails start(). Ignored with
     // kernel_only (no frames).
     std::string pcap;
-    uint32_t pcap_snaplen = 0;
-    uint64_t pcap_max_bytes = 0;
+    uint32_t pcap_snaplen = 0;         // bytes kept of each frame (0 = 262144)
+    uint64_t pcap_max_bytes = 0;       // size cap of each file in bytes (0 = none)
 
     // The port plan (flow bifurcation, Luna §7.1): this application is slot
     // `app_slot` of `app_slots` sharing the client range of the interface;
@@ -104,14 +108,14 @@ struct RuntimeOptions {
     // net.ipv4.ip_local_reserved_ports (so kernel clients never take them) and
     // steered to crescent with the listening ports; all undone on exit.
     std::string app_name = "crescent";
-    uint16_t app_slot = 0;
-    uint16_t app_slots = 1;
-    uint16_t client_port_lo = kClientPortLo;
-    uint16_t client_port_hi = kClientPortHi;
-    bool reserve_ports = true;
+    uint16_t app_slot = 0;             // this application's slot, < app_slots
+    uint16_t app_slots = 1;            // applications splitting the client range
+    uint16_t client_port_lo = kClientPortLo;  // client range, first port
+    uint16_t client_port_hi = kClientPortHi;  // client range, last port (inclusive)
+    bool reserve_ports = true;         // add the plan to ip_local_reserved_ports
 
     // Serve the control socket crescent-stat reads (counters, connections):
-    // /run/crescent/<pid>.sock, or $XDG_RUNTIME_DIR/crescent/ or /tmp/crescent/
+    // `/run/crescent/<pid>.sock`, or $XDG_RUNTIME_DIR/crescent/ or /tmp/crescent/
     // when /run is not writable (the start log line names it); removed at exit.
     // Served from engine 0's epoll set; it never blocks the engine.
     bool control_socket = true;
@@ -123,9 +127,13 @@ struct RuntimeOptions {
     // Served from engine 0's epoll set; it never blocks the engine. A port
     // that cannot be had fails start().
     uint16_t metrics_port = 0;
-    std::string metrics_bind = "127.0.0.1";
+    std::string metrics_bind = "127.0.0.1";  // IPv4 address the endpoint binds
 };
 
+// crescent running in this process: owns DPDK's EAL, the port, the control
+// plane, the zbuf arena and the engines (see the header comment). Created by
+// start(), one per process; destroying it stops the engines and undoes
+// everything start() did. Not copyable or movable.
 class Runtime {
 public:
     // nullptr + *err (one line) on failure, with everything undone.
@@ -140,10 +148,16 @@ public:
     void run(const std::function<void(Engine&)>& setup);
     // Any thread, async-signal-safe.
     void stop();
+    // True once stop() was called or SIGINT/SIGTERM arrived (any thread).
     static bool stop_requested();
 
+    // The number of engines (RuntimeOptions::cores), indexed 0..count-1.
     unsigned engine_count() const;
+    // Engine `i` (< engine_count(), else std::out_of_range), owned by the
+    // Runtime. Use it from its own core (inside run()'s setup or its loop).
     Engine& engine(unsigned i);
+    // The device's IPv4 address (from the kernel or RuntimeOptions::ip);
+    // 0.0.0.0 with kernel_only.
     Ipv4 local_ip() const;
     // One line: device, address, MTU, offloads, link status; kernel_only:
     // "kernel TCP only (no device), N engines, wait busy|block".

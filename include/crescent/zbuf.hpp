@@ -45,19 +45,21 @@
 
 namespace crescent::zbuf {
 
-inline constexpr unsigned kZoneShift = 21;
-inline constexpr size_t kZoneSize = size_t{1} << kZoneShift;
+inline constexpr unsigned kZoneShift = 21; // log2 of kZoneSize
+inline constexpr size_t kZoneSize = size_t{1} << kZoneShift; // bytes per zone (2 MiB), also its alignment
 inline constexpr uint64_t kZoneMagic = 0x7a6275665a4f4e45ull; // "zbufZONE"
-inline constexpr uint64_t kBadIova = ~uint64_t{0};
-inline constexpr unsigned kMaxCores = 64;
-inline constexpr unsigned kNoCore = 0xffff;
+inline constexpr uint64_t kBadIova = ~uint64_t{0}; // "IOVA unknown" (ZoneHeader::iova, iova())
+inline constexpr unsigned kMaxCores = 64; // CoreScope ids are 0..kMaxCores-1
+inline constexpr unsigned kNoCore = 0xffff; // current_core() of a thread without a CoreScope
 inline constexpr unsigned kNoOwner = 0xfffe; // owner_core of integration (Mempool) zones
-inline constexpr unsigned kMaxClasses = 8;
+inline constexpr unsigned kMaxClasses = 8; // most entries in Config::size_classes
 // index_of() for sizes that are not a power of two: off * div_magic >> 42 with
 // div_magic = ceil(2^42 / obj_size) is exact for every off < 2 MiB.
 inline constexpr unsigned kDivShift = 42;
 
 #if !defined(NDEBUG) || defined(CRESCENT_DEBUG_CHECKS)
+// Whether ref()/unref() validate their pointer and abort on a bad one (see
+// the header comment): on without NDEBUG or with CRESCENT_DEBUG_CHECKS.
 inline constexpr bool kDebugChecks = true;
 #else
 inline constexpr bool kDebugChecks = false;
@@ -67,19 +69,26 @@ inline constexpr bool kDebugChecks = false;
 struct ObjCtx {
     std::atomic<uint32_t> refcnt; // 0 = free
     uint16_t owner_hint;          // core that last allocated the obj
-    uint16_t flags;
+    uint16_t flags;               // free for integrations; zbuf itself never reads it
     uint64_t meta;                // integration metadata (e.g. the rte_mbuf of a pool obj)
 };
 static_assert(sizeof(ObjCtx) == 16);
 
+// Who a zone's objs return to when their last reference goes.
 enum class ZoneKind : uint8_t {
     Slab,    // objs come and go through the zone's free list
     Mempool, // objs belong to an rte_mempool; the last unref calls `release`
 };
 
 struct ZoneHeader;
+// The release hook of a Mempool zone: called, on whichever core drops the
+// last reference, with the zone and the index of the obj to give back.
 using ReleaseFn = void (*)(ZoneHeader* zone, uint32_t obj_index);
 
+// The first bytes of every 2 MiB zone (see the layout in the header comment):
+// its geometry, IOVA, owner and free list. Found from any obj pointer by
+// zone_of(). Written by the arena and, for the free list, by the owner core
+// only; integrations read it and may use `live`.
 struct alignas(64) ZoneHeader {
     uint64_t magic;       // kZoneMagic while the zone is live
     uint64_t iova;        // IOVA of the zone base (kBadIova if unknown)
@@ -90,10 +99,10 @@ struct alignas(64) ZoneHeader {
     uint64_t div_magic;   // ceil(2^kDivShift / obj_size), for non-power-of-two sizes
     uint16_t size_class;  // index into the arena's size classes
     uint16_t owner_core;  // the only core that pops/pushes this zone's free list
-    ZoneKind kind;
-    uint8_t pad_[3];
+    ZoneKind kind;        // Slab or Mempool (how the last unref frees an obj)
+    uint8_t pad_[3];      // unused (keeps the layout explicit)
     ReleaseFn release;    // Mempool zones: returns an obj to its pool
-    void* release_arg;
+    void* release_arg;    // opaque argument for `release` (e.g. the rte_mempool)
     // Free list (owner core only): a stack of obj indices.
     uint32_t free_top;    // number of entries in free_stack (<= obj_count)
     uint32_t* free_stack; // obj_count entries, lives in the zone's reserved area (Slab only)
@@ -101,10 +110,15 @@ struct alignas(64) ZoneHeader {
                           // (kept off the alloc/free path); free for integrations
     uint32_t zone_index;  // position in the arena
 
+    // The ObjCtx array (obj_count entries) right after the header.
     ObjCtx* ctx() { return reinterpret_cast<ObjCtx*>(this + 1); }
+    // The zone's first byte (2 MiB aligned; the header itself).
     std::byte* base() { return reinterpret_cast<std::byte*>(this); }
+    // First byte of obj `i` (< obj_count).
     std::byte* obj(uint32_t i) { return base() + obj_offset + size_t(i) * obj_size; }
 
+    // Index of the obj that contains `p`, which must point into one of this
+    // zone's objs (a shift, or a multiply for other sizes; no division).
     uint32_t index_of(const void* p) const {
         uint32_t off = uint32_t(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(this)) - obj_offset;
         if (obj_shift != 0) return off >> obj_shift;
@@ -156,11 +170,15 @@ inline void add_live(CoreHot& h, unsigned cls, int64_t d) {
 }
 } // namespace detail
 
+// Whether `p` lies in the live arena's address range (any zone, any kind).
+// One subtraction and compare; false when there is no arena.
 inline bool contains(const void* p) {
     auto a = reinterpret_cast<uintptr_t>(p);
     return a - detail::g_region.base < detail::g_region.end - detail::g_region.base;
 }
 
+// The header of the zone containing `p` (`p` rounded down to 2 MiB); only
+// meaningful when contains(p).
 inline ZoneHeader* zone_of(const void* p) {
     return reinterpret_cast<ZoneHeader*>(reinterpret_cast<uintptr_t>(p) & ~(kZoneSize - 1));
 }
@@ -171,18 +189,24 @@ inline std::byte* obj_base(const void* p) {
     return z->obj(z->index_of(p));
 }
 
+// The refcount/owner context of the obj that contains `p`.
 inline ObjCtx& ctx_of(const void* p) {
     ZoneHeader* z = zone_of(p);
     return z->ctx()[z->index_of(p)];
 }
 
+// Bytes of the obj that contains `p` (its size class), not what is used.
 inline size_t obj_size(const void* p) { return zone_of(p)->obj_size; }
 
+// The IO address of `p` for a device's DMA: the zone's IOVA plus the offset
+// of `p` in the zone (IOVA = VA with Anonymous backing).
 inline uint64_t iova(const void* p) {
     ZoneHeader* z = zone_of(p);
     return z->iova + (reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(z));
 }
 
+// References held now on the obj that contains `p` (0 = free). A relaxed
+// snapshot, for tests and diagnostics: another core may change it.
 inline uint32_t refcount(const void* p) { return ctx_of(p).refcnt.load(std::memory_order_relaxed); }
 
 // Take one more reference on the obj containing p (any core; one atomic add).
@@ -225,7 +249,9 @@ public:
     Zbuf() = default;
     Zbuf(const Zbuf&) = delete;
     Zbuf& operator=(const Zbuf&) = delete;
+    // Takes over `o`'s reference; `o` is left empty.
     Zbuf(Zbuf&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+    // Drops this handle's reference (if any), then takes over `o`'s.
     Zbuf& operator=(Zbuf&& o) noexcept {
         if (this != &o) { reset(); p_ = std::exchange(o.p_, nullptr); }
         return *this;
@@ -239,14 +265,22 @@ public:
 
     // zbuf::ref qualified: unqualified, ADL on std::byte* finds std::ref.
     Zbuf share() const { zbuf::ref(p_); return Zbuf(p_); }
+    // Drops the reference (freeing the obj if it was the last one); the
+    // handle becomes empty. Any core.
     void reset() { if (p_) { unref(p_); p_ = nullptr; } }
     // Give up ownership without dropping the reference (the caller now owns it).
     std::byte* release() { return std::exchange(p_, nullptr); }
 
+    // True when the handle holds a reference.
     explicit operator bool() const { return p_ != nullptr; }
+    // First byte of the obj (nullptr when empty); valid while this handle or
+    // another reference keeps the obj alive.
     std::byte* data() const { return p_; }
+    // Bytes of the obj (its size class, may exceed what was asked); 0 when empty.
     size_t capacity() const { return p_ ? obj_size(p_) : 0; }
+    // IO address of data() for DMA (must not be called on an empty handle).
     uint64_t iova() const { return zbuf::iova(p_); }
+    // The whole obj, [data(), data() + capacity()).
     std::span<std::byte> bytes() const { return {p_, capacity()}; }
 
 private:
@@ -259,8 +293,11 @@ private:
 class Slice {
 public:
     Slice() = default;
+    // Takes over `buf`'s reference as the window [offset, offset+length),
+    // which must lie within buf.capacity() (not checked).
     Slice(Zbuf buf, size_t offset, size_t length)
         : buf_(std::move(buf)), off_(uint32_t(offset)), len_(uint32_t(length)) {}
+    // Takes over `buf`'s reference as a window over the whole obj.
     explicit Slice(Zbuf buf) : buf_(std::move(buf)), off_(0), len_(uint32_t(buf_.capacity())) {}
     // New reference on the obj containing [p, p+len) (which must lie in one obj).
     static Slice share_of(const void* p, size_t len) {
@@ -269,9 +306,12 @@ public:
         return Slice(std::move(z), off, len);
     }
 
+    // Takes over the other slice's reference and window; it is left empty.
     Slice(Slice&&) noexcept = default;
+    // Drops this slice's reference (if any), then takes over the other's.
     Slice& operator=(Slice&&) noexcept = default;
 
+    // Another reference to the same obj and window (one atomic add; any core).
     Slice share() const { return Slice(buf_.share(), off_, len_); }
     // Gives up the obj reference (the slice becomes empty) to whoever takes
     // over its lifetime, e.g. an extbuf mbuf (zbuf::dpdk::attach_slice).
@@ -282,19 +322,31 @@ public:
     // A new reference to [off, off+len) of this slice.
     Slice sub(size_t off, size_t len) const { return Slice(buf_.share(), off_ + off, len); }
 
+    // First byte of the window; valid while the slice (or another reference)
+    // keeps the obj alive.
     std::byte* data() const { return buf_.data() + off_; }
+    // Bytes in the window.
     size_t size() const { return len_; }
+    // size() == 0 (the slice may still hold a reference).
     bool empty() const { return len_ == 0; }
+    // True when the slice holds a reference (even with an empty window).
     explicit operator bool() const { return bool(buf_); }
+    // IO address of data() for DMA (the slice must hold a reference).
     uint64_t iova() const { return buf_.iova() + off_; }
+    // The window, [data(), data() + size()).
     std::span<std::byte> bytes() const { return {data(), len_}; }
+    // The underlying obj reference (still owned by the slice).
     const Zbuf& buf() const { return buf_; }
+    // Where the window starts, in bytes from the obj's first byte.
     size_t offset() const { return off_; }
 
+    // Drop the first `n` bytes of the window (n <= size(), not checked).
     void remove_prefix(size_t n) { off_ += uint32_t(n); len_ -= uint32_t(n); }
+    // Drop the last `n` bytes of the window (n <= size(), not checked).
     void remove_suffix(size_t n) { len_ -= uint32_t(n); }
     // Grow the window to the right, up to the obj's capacity (for writers).
     void set_size(size_t n) { len_ = uint32_t(n); }
+    // Drops the reference and empties the window.
     void reset() { buf_.reset(); off_ = len_ = 0; }
 
 private:
@@ -312,48 +364,56 @@ enum class Backing : uint8_t {
     External,  // memory supplied by the caller (e.g. a DPDK memzone)
 };
 
+// How Arena::create() lays out the arena. The defaults suit an engine with
+// MTU 1500 (the RX pool uses the 4096 class) and 64 KiB TSO sends.
 struct Config {
+    // Obj sizes in bytes, strictly increasing, 1..kMaxClasses entries, each
+    // >= 64 and small enough for a 2 MiB zone; alloc(n) takes the smallest >= n.
     std::vector<uint32_t> size_classes{2048, 4096, 16384, 65536};
     size_t bytes = 64u << 20;        // total, rounded up to whole zones
-    Backing backing = Backing::Auto;
+    Backing backing = Backing::Auto; // where the memory comes from
     uint32_t return_ring_size = 4096; // per core, power of two
 };
 
 // Memory supplied by the caller: `len` bytes at `va` (2 MiB aligned), with an
 // IOVA per zone given by `iova_of(zone_va)`.
 struct ExternalMemory {
-    void* va = nullptr;
-    size_t len = 0;
+    void* va = nullptr;                // first byte (2 MiB aligned); the caller's memory
+    size_t len = 0;                    // bytes at va (whole zones are used)
+    // IOVA of the zone at `zone_va`, called once per zone at create().
     uint64_t (*iova_of)(const void* zone_va, void* arg) = nullptr;
-    void* arg = nullptr;
+    void* arg = nullptr;               // passed to iova_of and free
     void (*free)(void* arg) = nullptr; // called when the arena is destroyed
 };
 
+// One size class in Stats (a snapshot; relaxed reads of per-core counters).
 struct ClassStats {
-    uint32_t obj_size = 0;
-    uint64_t zones = 0;
+    uint32_t obj_size = 0;      // bytes per obj of this class
+    uint64_t zones = 0;         // zones formatted for this class now
     uint64_t capacity = 0;      // objs in all zones of this class
     uint64_t live = 0;          // allocated now
-    uint64_t high_water = 0;
-    uint64_t alloc_failed = 0;
-    uint64_t live_per_core[kMaxCores] = {};
+    uint64_t high_water = 0;    // peak of live (see Stats: sum of per-core peaks)
+    uint64_t alloc_failed = 0;  // alloc() calls of this class that returned empty (out of memory)
+    uint64_t live_per_core[kMaxCores] = {}; // live, split by the core owning the zone
 };
 
 // high_water of a class is the sum of the per-core high-water marks: exact with
 // one core, an upper bound when several cores peak at different times (an exact
 // global mark would need a shared atomic on every alloc).
 struct Stats {
-    std::vector<ClassStats> classes;
+    std::vector<ClassStats> classes;  // one per Config::size_classes entry, same order
     uint64_t remote_frees = 0;        // frees that went through a return ring
     uint64_t return_ring_full = 0;    // times a remote free had to wait for ring space
     uint64_t deferred = 0;            // remote frees parked now, waiting for ring space
     uint64_t external_live = 0;       // objs of Mempool zones held as zbufs (e.g. RX slices)
     uint64_t alloc_too_large = 0;     // requests larger than the largest size class
-    uint64_t zones_total = 0;
+    uint64_t zones_total = 0;         // zones in the arena
     uint64_t zones_used = 0;          // handed to a core or an integration
     uint64_t zones_reclaimed = 0;     // idle zones of one class re-formatted for another (arena full)
     Backing backing = Backing::Auto;  // what was actually used
-    size_t bytes = 0;
+    size_t bytes = 0;                 // arena size in bytes (whole zones)
+    // Objs held now: every class's live plus external_live (what a leak check
+    // compares to 0).
     uint64_t live_total() const {
         uint64_t n = external_live;
         for (auto& c : classes) n += c.live;
@@ -361,11 +421,17 @@ struct Stats {
     }
 };
 
+// The process-wide zbuf arena: owns the memory and its zones, hands out objs
+// to the calling core (alloc() needs a CoreScope) and reports Stats. At most
+// one exists per process (current()); it must outlive every Zbuf and Slice.
+// Engines and the Runtime create it; tests create their own.
 class Arena {
 public:
     // Create the process-wide arena. Returns nullptr and sets *err on failure
     // (already one arena, no memory, bad size classes).
     static std::unique_ptr<Arena> create(const Config& cfg, std::string* err);
+    // The same over caller-supplied memory (cfg.backing is External; `mem.free`
+    // is called when the arena is destroyed).
     static std::unique_ptr<Arena> create(const Config& cfg, ExternalMemory mem, std::string* err);
     static Arena* current(); // the live arena or nullptr
     ~Arena();
@@ -392,6 +458,8 @@ public:
         }
         return alloc_slow(size);
     }
+    // alloc(size) as a Slice whose window is exactly `size` bytes; an empty
+    // Slice on failure. Calling core only (needs a CoreScope).
     Slice alloc_slice(size_t size) {
         Zbuf z = alloc(size);
         return z ? Slice(std::move(z), 0, size) : Slice();
@@ -411,11 +479,14 @@ public:
     // once per loop; alloc() also drains when the free list is empty.
     void drain_returns();
 
+    // A snapshot of every counter (any thread; relaxed reads, so counters of
+    // running cores may be a moment old).
     Stats stats() const;
     // Objs held now (all classes, all cores, plus Mempool objs held as zbufs).
     // Objs freed remotely but still in a return ring count as live until their
     // owner drains it.
     uint64_t live() const;
+    // The Config given to create() (after validation).
     const Config& config() const;
     Backing backing() const; // what was actually used (Auto resolves to Hugetlb or Anonymous)
 
@@ -433,6 +504,7 @@ private:
 // same id continues with them.
 class CoreScope {
 public:
+    // Registers the calling thread as core `id` (< kMaxCores).
     explicit CoreScope(unsigned id);
     ~CoreScope();
     CoreScope(const CoreScope&) = delete;
