@@ -43,16 +43,19 @@ namespace crescent {
 
 // An IPv4 address in host byte order (10.0.0.1 == 0x0a000001).
 struct Ipv4 {
-    uint32_t v = 0;
+    uint32_t v = 0;   // the address, host byte order; 0 = 0.0.0.0 (none)
+    // Same address.
     constexpr bool operator==(const Ipv4&) const = default;
     // Dotted quad; returns false on a malformed string.
     static bool parse(std::string_view s, Ipv4* out);
+    // Dotted quad ("10.0.0.1"), the form parse() reads.
     std::string to_string() const;
 };
 
+// One end of a TCP connection: an IPv4 address and a port (host byte order).
 struct Endpoint {
-    Ipv4 ip;
-    uint16_t port = 0;
+    Ipv4 ip;           // the address
+    uint16_t port = 0; // the TCP port, host byte order
 };
 
 // Why a connection ended (on_closed).
@@ -67,9 +70,13 @@ enum class CloseReason : uint8_t {
     AbortedLocally,     // abort(), or data arrived after close()
     EngineStopped,      // the engine shut down with the connection open
 };
+// The enumerator's name ("ResetByPeer"), for logs; a static string.
 std::string_view close_reason_name(CloseReason r);
 
+// A connection's congestion control: NewReno (RFC 5681/6582), CUBIC
+// (RFC 9438) or DCTCP (RFC 8257, needs ECN marking on the path).
 enum class CongestionControl : uint8_t { NewReno, Cubic, Dctcp };
+// "newreno", "cubic", "dctcp" (what parse_congestion_control() reads).
 std::string_view congestion_control_name(CongestionControl c);
 // "newreno", "cubic", "dctcp"; false when unknown.
 bool parse_congestion_control(std::string_view s, CongestionControl* out);
@@ -77,52 +84,130 @@ bool parse_congestion_control(std::string_view s, CongestionControl* out);
 // Per-connection options. Listeners apply the engine's defaults
 // (EngineConfig::conn) to the connections they accept; connect() takes its own.
 struct ConnOptions {
-    CongestionControl cc = CongestionControl::NewReno;
+    CongestionControl cc = CongestionControl::NewReno; // congestion control algorithm
     bool nagle = false;                       // false = TCP_NODELAY behaviour
-    bool keepalive = false;
-    Duration keepalive_idle = std::chrono::seconds(7200);
-    Duration keepalive_interval = std::chrono::seconds(75);
-    uint32_t keepalive_count = 9;
+    bool keepalive = false;                   // send keepalive probes (SO_KEEPALIVE)
+    Duration keepalive_idle = std::chrono::seconds(7200);   // silence before the first probe
+    Duration keepalive_interval = std::chrono::seconds(75); // between unanswered probes
+    uint32_t keepalive_count = 9;             // unanswered probes before KeepaliveTimeout
     uint32_t snd_buf = 1u << 20;              // bytes queued and not yet acknowledged
     uint32_t rcv_buf = 1u << 20;              // receive window ceiling
 };
 
+// The result of Conn::send() and send_copy(): all or nothing.
 enum class SendStatus : uint8_t {
     Ok,           // everything was queued (zero-copy: the slices now belong to the connection)
     WouldBlock,   // not enough send space: nothing was queued; on_writable() follows
     Closed,       // the connection is gone, or its sending direction is shut
     NoMemory,     // send_copy()/write(): the arena has no free objs
 };
+// The enumerator's name ("WouldBlock"), for logs; a static string.
 std::string_view send_status_name(SendStatus s);
 
 // Per-connection statistics (a copy of the TCP control block's counters).
 struct ConnStats {
     std::string_view state;                   // RFC 9293 state name
+    // \var snd_una
+    // SND.UNA (RFC 9293 §3.3.1): oldest unacknowledged sequence number.
+    // \var snd_nxt
+    // SND.NXT: the next sequence number to send.
+    // \var snd_wnd
+    // SND.WND: the peer's advertised window in bytes (already scaled).
     uint32_t snd_una = 0, snd_nxt = 0, snd_wnd = 0;
+    // \var rcv_nxt
+    // RCV.NXT: the next sequence number expected from the peer.
+    // \var rcv_wnd
+    // RCV.WND: the window we advertise, in bytes (before scaling).
     uint32_t rcv_nxt = 0, rcv_wnd = 0;
-    uint32_t snd_mss = 0;
+    uint32_t snd_mss = 0;                     // largest segment payload we send, bytes
+    // \var snd_wscale
+    // Window scale shift the peer applies to its windows (RFC 7323; 0 = none).
+    // \var rcv_wscale
+    // Window scale shift we apply to the windows we advertise.
     uint8_t snd_wscale = 0, rcv_wscale = 0;
+    // \var sack_ok
+    // SACK was negotiated (RFC 2018).
+    // \var ts_ok
+    // Timestamps were negotiated (RFC 7323).
+    // \var ecn_ok
+    // ECN was negotiated (RFC 3168).
     bool sack_ok = false, ts_ok = false, ecn_ok = false;
+    // \var cwnd
+    // Congestion window, bytes.
+    // \var ssthresh
+    // Slow-start threshold, bytes.
+    // \var bytes_in_flight
+    // Bytes sent and neither acknowledged nor presumed lost.
     uint32_t cwnd = 0, ssthresh = 0, bytes_in_flight = 0;
+    // \var srtt
+    // Smoothed round-trip time (RFC 6298; 0 before the first sample).
+    // \var rttvar
+    // Round-trip time variation (RFC 6298).
+    // \var rto
+    // Current retransmission timeout (after any back-off).
     Duration srtt{0}, rttvar{0}, rto{0};
+    // \var bytes_in
+    // Payload bytes received in order and accepted.
+    // \var bytes_out
+    // Payload bytes sent, retransmissions included.
+    // \var segs_in
+    // Segments received on this connection.
+    // \var segs_out
+    // Segments sent on this connection.
     uint64_t bytes_in = 0, bytes_out = 0, segs_in = 0, segs_out = 0;
+    // \var bytes_retransmitted
+    // Payload bytes sent again (all retransmission kinds).
+    // \var retrans_timeout
+    // Retransmissions after a retransmission timeout.
+    // \var retrans_fast
+    // Fast retransmissions (three duplicate ACKs, RFC 5681 §3.2).
+    // \var retrans_sack
+    // Retransmissions of holes found by SACK loss recovery (RFC 6675).
     uint64_t bytes_retransmitted = 0, retrans_timeout = 0, retrans_fast = 0, retrans_sack = 0;
+    // \var fast_recoveries
+    // Times fast recovery was entered (once per window of losses).
+    // \var dupacks
+    // Duplicate ACKs received.
+    // \var ooo_segments
+    // Out-of-order segments queued for reassembly.
     uint64_t fast_recoveries = 0, dupacks = 0, ooo_segments = 0;
+    // \var zero_window_events
+    // Times the peer's window went to zero.
+    // \var keepalive_probes
+    // Keepalive probes sent.
+    // \var fast_path
+    // Segments handled by the header-prediction fast path.
     uint64_t zero_window_events = 0, keepalive_probes = 0, fast_path = 0;
     uint64_t drops = 0;                       // segments the TCB refused (all reasons), of which
     uint64_t drop_out_of_window = 0;          //   outside the receive window (old duplicates, mostly)
     uint64_t drop_paws = 0;                   //   older timestamp (RFC 7323 PAWS)
     uint64_t drop_no_room = 0;                //   beyond the window / reassembly limits
+    // \var dsacks_sent
+    // Duplicate-SACK reports sent (RFC 2883).
+    // \var retrans_rescue
+    // Rescue retransmissions (RFC 6675 §4, rule 4 of NextSeg()).
     uint64_t dsacks_sent = 0, retrans_rescue = 0;
     uint32_t rx_queued = 0;                   // batch mode: bytes waiting for read()
 };
 
 // Per-engine statistics. Every dropped packet bumps exactly one counter.
 struct EngineStats {
+    // \var loops
+    // Loop iterations run (run() or poll_once()).
+    // \var idle_loops
+    // Iterations that found no work (busy = loops - idle_loops).
     uint64_t loops = 0, idle_loops = 0;
     uint64_t sleeps = 0;              // waits with a timeout: idle back-off naps; without a
                                       //   device, KernelWait::Block epoll_waits that may sleep
+    // \var rx_packets
+    // Frames received from the device.
+    // \var rx_bytes
+    // Bytes of those frames (Ethernet header included).
     uint64_t rx_packets = 0, rx_bytes = 0;
+    // \var tx_packets
+    // Frames the device accepted (a TSO request counts once).
+    // \var tx_bytes
+    // Bytes of those frames (Ethernet header included).
     uint64_t tx_packets = 0, tx_bytes = 0;
     uint64_t tx_ring_full = 0;        // tx bursts that left frames for the next iteration
     uint64_t tx_overflow = 0;         // frame dropped: TX backlog bound reached (ring full for long)
@@ -143,20 +228,46 @@ struct EngineStats {
     uint64_t rx_linearized = 0;       // chained RX mbuf copied into one arena obj (loopback PMDs)
     uint64_t timers_fired = 0;        // app timers run
     uint64_t tcp_timer_runs = 0;      // Host::on_timer calls
+    // \var epoll_waits
+    // epoll_wait calls on the engine's kernel fds.
+    // \var epoll_events
+    // Events they returned (each runs an add_fd() callback).
     uint64_t epoll_waits = 0, epoll_events = 0;
+    // \var conns_opened
+    // Connections established (accepted or connected).
+    // \var conns_closed
+    // Connections that ended (on_closed() delivered).
     uint64_t conns_opened = 0, conns_closed = 0;
     uint64_t connect_no_port = 0;     // connect(): client port sub-range exhausted
-    uint64_t callbacks = 0;
+    uint64_t callbacks = 0;           // Handler callbacks run
     // Parse drops, indexed like the wire layer's reasons (see parse_drop_name).
     static constexpr size_t kParseDrops = 16;
-    std::array<uint64_t, kParseDrops> parse_drops{};
-    // TCP host counters (demux level).
+    std::array<uint64_t, kParseDrops> parse_drops{}; // frames dropped by the wire layer, per reason
+    // \var tcp_segs_in
+    // TCP host counters (demux level): TCP segments handed to the host.
+    // \var tcp_drop_wrong_dst
+    // Segment dropped: destination address is not ours.
+    // \var tcp_drop_no_listener
+    // Segment dropped: no connection and no listener (RST sent unless a RST).
+    // \var tcp_rst_sent
+    // RSTs sent by the host (no connection to take the segment).
     uint64_t tcp_segs_in = 0, tcp_drop_wrong_dst = 0, tcp_drop_no_listener = 0, tcp_rst_sent = 0;
+    // \var tcp_drop_backlog_full
+    // SYN dropped: listener backlog full and SYN cookies off.
+    // \var tcp_syn_cookies_sent
+    // SYN-ACKs carrying a SYN cookie (backlog full, RFC 4987).
+    // \var tcp_accepted
+    // Connections accepted by listeners.
     uint64_t tcp_drop_backlog_full = 0, tcp_syn_cookies_sent = 0, tcp_accepted = 0;
-    // Packet capture (RuntimeOptions::pcap): frames written to the file, and
-    // frames not written because the size cap was reached (or a write failed).
+    // \var pcap_frames
+    // Packet capture (RuntimeOptions::pcap): frames written to the file.
+    // \var pcap_dropped_cap
+    // Frames not written because the size cap was reached (or a write failed).
     uint64_t pcap_frames = 0, pcap_dropped_cap = 0;
 
+    // The wire layer's name of parse drop reason `i` (< kParseDrops);
+    // its counter is `parse_<name>` in for_each(); "unknown" past the
+    // wire layer's reasons.
     static std::string_view parse_drop_name(size_t i);
     // Every counter by name (parse drops as "parse_<reason>"), for printing.
     void for_each(const std::function<void(std::string_view name, uint64_t value)>& fn) const;
@@ -171,8 +282,12 @@ namespace engine { class EngineImpl; }
 class Conn {
 public:
     Conn() = default;
+    // True until on_closed() of this connection has returned (false for a
+    // default-constructed handle).
     bool valid() const;
+    // valid().
     explicit operator bool() const { return valid(); }
+    // Same connection (a closed slot reused later compares unequal: generation).
     bool operator==(const Conn& o) const { return e_ == o.e_ && index_ == o.index_ && gen_ == o.gen_; }
 
     // Zero-copy send, all or nothing: on Ok every slice moved into the send
@@ -183,9 +298,11 @@ public:
     // retransmission — so they must not be written through another reference
     // to the same obj before on_acked() has released them.
     SendStatus send(std::span<Slice> iov);
+    // send() of one slice; `s` is left empty on Ok.
     SendStatus send(Slice&& s) { return send(std::span<Slice>(&s, 1)); }
     // Copies `bytes` into zbufs from the arena, all or nothing.
     SendStatus send_copy(std::span<const std::byte> bytes);
+    // send_copy() of a string's bytes.
     SendStatus send_copy(std::string_view s) { return send_copy(std::as_bytes(std::span(s.data(), s.size()))); }
     // Socket-like: copies as much as fits (0 when full: wait for on_writable()).
     size_t write(const void* buf, size_t len);
@@ -203,11 +320,18 @@ public:
     void close();     // full close; on_closed() follows
     void abort();     // RST now; on_closed(AbortedLocally) follows
 
+    // This end's address and port ({} once the handle is invalid).
     Endpoint local() const;
+    // The peer's address and port ({} once the handle is invalid).
     Endpoint remote() const;
+    // A copy of the connection's counters (state "CLOSED" once invalid).
     ConnStats stats() const;
+    // Attach an application pointer (not owned; crescent never dereferences
+    // it), e.g. per-connection state for a shared Handler.
     void set_user(void* p);
+    // The pointer given to set_user(), nullptr if none or once invalid.
     void* user() const;
+    // The engine that owns the connection (nullptr for a default handle).
     Engine* engine() const;
 
 private:
@@ -243,7 +367,11 @@ public:
     virtual void on_closed(Conn c, CloseReason why) { (void)c; (void)why; }
 };
 
+// How received data reaches the handler (see the header comment): Inline =
+// on_data() with zero-copy slices during the burst; Batch = on_readable()
+// after the burst, then Conn::read()/read_slices().
 enum class DispatchMode : uint8_t { Inline, Batch };
+// "inline" or "batch"; false when unknown.
 bool parse_dispatch_mode(std::string_view s, DispatchMode* out);
 
 // How an engine without a device (RuntimeOptions::kernel_only: kernel sockets
@@ -257,24 +385,35 @@ enum class KernelWait : uint8_t {
 std::string_view kernel_wait_name(KernelWait w);              // "busy", "block"
 bool parse_kernel_wait(std::string_view s, KernelWait* out);  // false when unknown
 
+// Per-engine settings (RuntimeOptions::engine applies one to every engine).
 struct EngineConfig {
-    DispatchMode mode = DispatchMode::Inline;
+    DispatchMode mode = DispatchMode::Inline; // how handlers receive data
     uint16_t burst = 32;              // RX burst size (1..512)
     uint32_t backlog = 1024;          // per listener
     ConnOptions conn;                 // defaults for accepted connections
     // Idle back-off: after `idle_spin` consecutive empty iterations, sleep in
     // epoll_wait for up to `idle_sleep` (bounded by the next timer). 0 = always spin.
     uint32_t idle_spin = 0;
-    Duration idle_sleep = std::chrono::microseconds(100);
+    Duration idle_sleep = std::chrono::microseconds(100); // longest idle nap
     uint32_t epoll_batch = 16;        // events per epoll_wait
     KernelWait kernel_wait = KernelWait::Busy;  // engines without a device only
 };
 
+// Names a timer of Engine::add_timer() for cancel_timer(); unique per engine.
 using TimerId = uint64_t;
 
+// Engine::listen(): Ok, AddressInUse (the port already has a listener), or
+// InvalidArgument (port 0, or an engine without a device).
 enum class ListenStatus : uint8_t { Ok, AddressInUse, InvalidArgument };
+// Engine::connect(): Ok (on_connected() or on_closed() follows), NoPort (no
+// free client port, or `local_port` taken), NoRoute (no route or no device),
+// TooManyConnections (the engine's table is full), or InvalidArgument (port
+// or address 0, `local_port` outside client_ports()).
 enum class ConnectStatus : uint8_t { Ok, NoPort, NoRoute, TooManyConnections, InvalidArgument };
 
+// One share-nothing TCP engine on its own core (see the header comment).
+// Created and owned by the Runtime (Runtime::engine()); every call from the
+// engine's own thread except stop().
 class Engine {
 public:
     ~Engine();
@@ -285,6 +424,8 @@ public:
     // An engine without a device (RuntimeOptions::kernel_only) has no crescent
     // connections: listen() is InvalidArgument and connect() NoRoute there.
     ListenStatus listen(uint16_t port, Handler& h);
+    // Stop accepting on `port`; connections not yet accepted are reset,
+    // established ones go on. No-op when not listening.
     void unlisten(uint16_t port);
     // Active open from this engine's client-port sub-range (Luna §7.1), so the
     // replies come back to this engine's queue. on_connected() or
@@ -297,11 +438,15 @@ public:
 
     // One-shot timer on this engine's wheel; the callback runs on this thread.
     TimerId add_timer(Duration after, std::function<void()> fn);
+    // Cancel a pending timer: true when it was pending (its callback will not
+    // run), false when it already ran or was cancelled.
     bool cancel_timer(TimerId id);
 
     // Watch a kernel fd in the engine's epoll set (EPOLLIN/EPOLLOUT/...); the
     // callback runs from the loop's non-blocking epoll_wait. false on failure.
     bool add_fd(int fd, uint32_t events, std::function<void(uint32_t events)> fn);
+    // Stop watching `fd` (the caller still owns and closes it); false when it
+    // was not watched.
     bool remove_fd(int fd);
 
     // Run `fn` on the engine's thread when the engine stops (after run()
@@ -309,26 +454,35 @@ public:
     // EngineStopped): for state the loop drives that is not a connection,
     // e.g. kernel sockets in the epoll set. Returns an id for cancel_at_stop().
     uint64_t at_stop(std::function<void()> fn);
+    // Forget an at_stop() callback (no-op for an unknown or already run id).
     void cancel_at_stop(uint64_t id);
 
     // Run the loop until stop(). poll_once() runs one iteration (tests,
     // applications with their own loop); returns the work done (packets+events).
     void run();
+    // One loop iteration (see run()); returns the packets and events handled.
     size_t poll_once();
     // Any thread, async-signal-safe: the loop returns at the next iteration
     // (a KernelWait::Block loop asleep in epoll_wait is woken through an eventfd).
     void stop();
+    // True once stop() was called (the loop is returning or has returned).
     bool stopping() const;
 
     Instant now() const;            // the engine's clock (TSC-derived)
     unsigned core() const;          // zbuf core id of this engine
     unsigned index() const;         // engine index in its runtime (0..n-1)
     DispatchMode dispatch_mode() const;  // EngineConfig::mode
+    // The address connections use (0.0.0.0 without a device).
     Ipv4 local_ip() const;
     std::pair<uint16_t, uint16_t> client_ports() const;  // inclusive sub-range
+    // A copy of the engine's counters (engine thread; other threads read the
+    // published copy, crescent-stat).
     EngineStats stats() const;
+    // Connections the engine holds now (any TCP state but CLOSED).
     size_t connection_count() const;
 
+    // The implementation behind the API, for crescent's own layers (rpc,
+    // tests); not a stable interface.
     engine::EngineImpl& impl() { return *impl_; }
 
 private:
@@ -340,7 +494,7 @@ private:
 // Luna §7.1: the client port range 61440-65535 split evenly between `count`
 // engines; engine `index` gets the returned inclusive sub-range.
 std::pair<uint16_t, uint16_t> client_port_subrange(unsigned index, unsigned count);
-inline constexpr uint16_t kClientPortLo = 61440;
-inline constexpr uint16_t kClientPortHi = 65535;
+inline constexpr uint16_t kClientPortLo = 61440; // first port of the client range
+inline constexpr uint16_t kClientPortHi = 65535; // last port of the client range (inclusive)
 
 } // namespace crescent
