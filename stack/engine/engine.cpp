@@ -431,6 +431,7 @@ void EngineImpl::rx(Instant now, uint16_t n) {
             payload = arena_->alloc_slice(f.payload_len);
             if (!payload) {
                 ++st_.rx_no_memory;
+                warn(Warn::RxNoMemory);
                 rte_pktmbuf_free(m);
                 continue;
             }
@@ -643,6 +644,7 @@ void EngineImpl::transmit(const tcp::OutSegment& s, Instant now) {
     }
     if (r == Resolve::Failed) {
         ++st_.drop_neigh_failed;
+        warn(Warn::NeighFailed);
         return;
     }
     const size_t tcp_len = wire::tcp_header_len(s.repr);
@@ -662,6 +664,7 @@ void EngineImpl::transmit(const tcp::OutSegment& s, Instant now) {
     if (r == Resolve::Pending) {
         if (pending_.size() >= p_.neigh_queue) {
             ++st_.drop_neigh_pending;
+            warn(Warn::NeighPending);
             rte_pktmbuf_free(m);
             return;
         }
@@ -730,6 +733,7 @@ rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& 
     rte_mbuf* m = rte_pktmbuf_alloc(dev_->tx_pool());
     if (!m) {
         ++st_.tx_no_mbuf;
+        warn(Warn::TxNoMbuf);
         return nullptr;
     }
     std::array<wire::Bytes, tcp::kMaxTxViews> body;
@@ -750,6 +754,7 @@ rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& 
                 rte_mbuf* seg = rte_pktmbuf_alloc(dev_->tx_pool());
                 if (!seg) {
                     ++st_.tx_no_mbuf;
+                    warn(Warn::TxNoMbuf);
                     rte_pktmbuf_free(m);
                     return nullptr;
                 }
@@ -837,16 +842,60 @@ void EngineImpl::retry_pending(Instant now) {
             pending_.push_back(pf);
         } else {
             if (r == Resolve::NoRoute) ++st_.drop_no_route;
-            else if (r == Resolve::Pending) ++st_.drop_neigh_pending;
-            else ++st_.drop_neigh_failed;
+            else if (r == Resolve::Pending) {
+                ++st_.drop_neigh_pending;
+                warn(Warn::NeighPending);
+            } else {
+                ++st_.drop_neigh_failed;
+                warn(Warn::NeighFailed);
+            }
             rte_pktmbuf_free(pf.m);
         }
+    }
+}
+
+// The rate-limited warning of a data-path event (EngineImpl::warn), due now:
+// how often it happened since the last line and what to do about it.
+void EngineImpl::warn_line(Warn k) {
+    const RateLimit& r = warn_[size_t(k)];
+    const uint64_t n = r.count();
+    const double s = r.span_seconds();
+    auto lg = log::core(p_.core);
+    switch (k) {
+    case Warn::NeighPending:
+        lg->warn("neighbour unresolved: {} frame(s) dropped in the last {:.1f} s waiting for ARP; check that the "
+                 "peer or gateway is up and on the link, or give its MAC with --neighbour IP=MAC", n, s);
+        break;
+    case Warn::NeighFailed:
+        lg->warn("neighbour unreachable: {} frame(s) dropped in the last {:.1f} s (ARP got no answer); check the "
+                 "peer address, the --gateway and the link, or give the MAC with --neighbour IP=MAC", n, s);
+        break;
+    case Warn::TxRingFull:
+        lg->warn("TX ring full {} times in the last {:.1f} s: the device is slower than the engine; the batch "
+                 "waits for the next iteration (lower --burst or the offered load, check the link speed)", n, s);
+        break;
+    case Warn::TxOverflow:
+        lg->warn("TX queue overflow: {} frame(s) dropped in the last {:.1f} s because the device stayed full; "
+                 "the engine sends faster than the link drains (reduce the load or the burst, check the link)", n, s);
+        break;
+    case Warn::TxNoMbuf:
+        lg->warn("TX pool empty {} times in the last {:.1f} s: no mbuf to build a frame (the segment is retried "
+                 "by TCP); frames are held by a full TX ring or the ARP queue, see the TX ring and neighbour "
+                 "warnings", n, s);
+        break;
+    case Warn::RxNoMemory:
+        lg->warn("zbuf arena empty: {} received segment(s) dropped in the last {:.1f} s; raise --arena-mb, or "
+                 "have the application consume received data (and release its Slices) sooner", n, s);
+        break;
+    case Warn::Count:
+        break;
     }
 }
 
 void EngineImpl::enqueue_tx(rte_mbuf* m) {
     if (txq_.size() >= kTxQueueMax) {
         ++st_.tx_overflow;
+        warn(Warn::TxOverflow);
         rte_pktmbuf_free(m);
         return;
     }
@@ -866,6 +915,7 @@ void EngineImpl::flush_tx() {
         sent += k;
         if (k < chunk) {
             ++st_.tx_ring_full;  // the rest waits for the next iteration
+            warn(Warn::TxRingFull);
             break;
         }
     }

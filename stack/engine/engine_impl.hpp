@@ -33,6 +33,7 @@
 #include "stack/engine/device.hpp"
 #include "stack/engine/kernel_loop.hpp"
 #include "stack/engine/nexthop.hpp"
+#include "stack/engine/ratelimit.hpp"
 #include "stack/engine/stats_publish.hpp"
 #include "stack/engine/timer_wheel.hpp"
 #include "stack/tcp/host.hpp"
@@ -201,6 +202,17 @@ private:
     // epoll only, busy or blocking (EngineConfig::kernel_wait); ends with
     // close_all() like run().
     void run_kernel();
+
+    // Data-path events that get a rate-limited warning (ratelimit.hpp): at
+    // most one line per kind per second on this engine's logger, on top of
+    // the counter each event bumps. `warn()` costs one clock read and one
+    // compare unless a line is due.
+    enum class Warn : uint8_t { NeighPending, NeighFailed, TxRingFull, TxOverflow, TxNoMbuf, RxNoMemory, Count };
+    void warn(Warn k) {
+        if (warn_[size_t(k)].hit(clock_.now())) [[unlikely]] warn_line(k);
+    }
+    void warn_line(Warn k);  // formats and logs the line that is due (engine.cpp)
+    std::array<RateLimit, size_t(Warn::Count)> warn_{};
 
     EngineParams p_;
     Engine* owner_ = nullptr;
