@@ -37,7 +37,10 @@ void usage(FILE* f) {
     std::fprintf(f,
                  "usage: crescent-stat [PID|NAME]                 print every counter\n"
                  "       crescent-stat top [-n COUNT] [PID|NAME]  per-engine rates every second (Ctrl-C ends)\n"
-                 "       crescent-stat ss [PID|NAME] [state=S] [port=N]  connections like ss -ti\n");
+                 "       crescent-stat ss [PID|NAME] [state=S] [port=N]  connections like ss -ti\n"
+                 "       crescent-stat pcap [PID|NAME] on FILE [snaplen=N] [max=BYTES]  start capturing\n"
+                 "                                                (FILE.N per engine with several engines)\n"
+                 "       crescent-stat pcap [PID|NAME] off        stop capturing\n");
 }
 
 // The socket paths a process may use (same order as ControlSocket::candidate_paths).
@@ -269,6 +272,42 @@ int cmd_ss(const std::string& target, const std::string& filters) {
     return 0;
 }
 
+// "pcap [PID|NAME] on FILE [snaplen=N] [max=BYTES]" / "pcap [PID|NAME] off": the
+// control socket's pcap command; FILE relative to this directory, not the process's.
+int cmd_pcap(std::vector<std::string> args) {
+    std::string target;
+    if (!args.empty() && args[0] != "on" && args[0] != "off") {
+        target = args[0];
+        args.erase(args.begin());
+    }
+    if (args.empty() || (args[0] == "on" && args.size() < 2) || (args[0] == "off" && args.size() != 1) ||
+        (args[0] != "on" && args[0] != "off")) {
+        usage(stderr);
+        die("pcap needs 'on FILE [snaplen=N] [max=BYTES]' or 'off'");
+    }
+    std::string req = "pcap " + args[0];
+    if (args[0] == "on") {
+        std::string file = args[1];
+        if (file.find(' ') != std::string::npos) die("the capture file name must not contain spaces: " + file);
+        if (!file.starts_with("/")) {
+            char cwd[4096];
+            if (::getcwd(cwd, sizeof cwd) == nullptr) die(std::string("getcwd: ") + std::strerror(errno));
+            file = std::string(cwd) + "/" + file;
+        }
+        req += " " + file;
+        for (size_t i = 2; i < args.size(); ++i) {
+            if (!args[i].starts_with("snaplen=") && !args[i].starts_with("max=")) {
+                usage(stderr);
+                die("unexpected argument '" + args[i] + "'");
+            }
+            req += " " + args[i];
+        }
+    }
+    Client c(resolve(target));
+    for (const std::string& l : c.ask(req)) std::printf("%s\n", l.c_str());
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -281,6 +320,7 @@ int main(int argc, char** argv) {
         usage(stdout);
         return 0;
     }
+    if (!args.empty() && args[0] == "pcap") return cmd_pcap(std::vector<std::string>(args.begin() + 1, args.end()));
     std::string mode = "counters";
     if (!args.empty() && (args[0] == "top" || args[0] == "ss")) {
         mode = args[0];

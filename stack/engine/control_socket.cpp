@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "stack/engine/engine_impl.hpp"
+#include "stack/engine/pcap.hpp"
 
 namespace crescent::engine {
 
@@ -265,6 +266,9 @@ std::string ControlSocket::answer(std::string_view line, const std::vector<Engin
         o = "commands:\n"
             "stats                      every counter of every engine (key=value)\n"
             "conns [state=S] [port=N]   connections and listeners, one line each (key=value)\n"
+            "pcap on FILE [snaplen=N] [max=BYTES]\n"
+            "                           capture every engine's frames (FILE.N with several engines)\n"
+            "pcap off                   stop capturing\n"
             "help                       this text\n";
         return o;
     }
@@ -305,7 +309,65 @@ std::string ControlSocket::answer(std::string_view line, const std::vector<Engin
         }
         return o;
     }
+    if (words[0] == "pcap") return pcap_command(words, engines);
     return fmt::format("error: unknown command '{}' (try help)\n", words[0]);
+}
+
+// "pcap on FILE [snaplen=N] [max=BYTES]" / "pcap off". Called on engine 0's
+// thread (the socket is served from its epoll): engine 0 switches at once,
+// so a file that cannot be opened is answered as an error and nothing
+// changes anywhere; the other engines get the toggle through their mailbox
+// (EngineImpl::post_pcap) and switch at the end of their next loop iteration.
+std::string ControlSocket::pcap_command(const std::vector<std::string_view>& words,
+                                        const std::vector<Engine*>& engines) {
+    const bool on = words.size() >= 2 && words[1] == "on";
+    std::string why;
+    if (words.size() < 2 || (!on && words[1] != "off") || (on && words.size() < 3) || (!on && words.size() > 2)) {
+        why = "usage: pcap on FILE [snaplen=N] [max=BYTES] | pcap off";
+        return "error: " + why + "\n";
+    }
+    EngineImpl::PcapToggle t;
+    t.on = on;
+    if (on) {
+        t.path = std::string(words[2]);
+        for (size_t k = 3; k < words.size(); ++k) {
+            const std::string_view w = words[k];
+            const bool snap = w.starts_with("snaplen="), max = w.starts_with("max=");
+            const std::string v(w.substr(w.find('=') + 1));
+            char* end = nullptr;
+            errno = 0;
+            const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+            const bool ok = (snap || max) && !v.empty() && v[0] != '-' && *end == '\0' && errno == 0 &&
+                            (snap ? n >= 64 && n <= PcapWriter::kDefaultSnaplen : n >= PcapWriter::kFileHeaderLen);
+            if (!ok) {
+                why = fmt::format("bad pcap option '{}' (give snaplen=64..262144 or max=BYTES)", w);
+                return "error: " + why + "\n";
+            }
+            if (snap) t.snaplen = uint32_t(n);
+            else t.max_bytes = uint64_t(n);
+        }
+    }
+    Engine* e0 = nullptr;
+    for (Engine* e : engines)
+        if (e->index() == 0) e0 = e;
+    if (e0 == nullptr || e0->impl().kernel_only()) {
+        why = "pcap needs a device (a kernel-only runtime has no frames to capture)";
+        return "error: " + why + "\n";
+    }
+    const unsigned count = unsigned(engines.size());
+    EngineImpl::PcapToggle t0 = t;
+    if (on) t0.path = pcap_path(t.path, 0, count);
+    if (!e0->impl().pcap_switch(t0, &why)) return fmt::format("error: pcap on: {}\n", why);
+    for (Engine* e : engines) {
+        if (e == e0) continue;
+        auto te = std::make_unique<EngineImpl::PcapToggle>(t);
+        if (on) te->path = pcap_path(t.path, e->index(), count);
+        e->impl().post_pcap(std::move(te));
+    }
+    if (!on) return fmt::format("pcap off ({} engine(s))\n", count);
+    return fmt::format("pcap on {} ({} engine(s){}) snaplen={} max={}\n", t0.path, count,
+                       count > 1 ? fmt::format(", {}.N each", t.path) : std::string(),
+                       t.snaplen ? t.snaplen : PcapWriter::kDefaultSnaplen, t.max_bytes);
 }
 
 } // namespace crescent::engine

@@ -17,6 +17,12 @@
 //                                  cwnd= ...); state matches case-insensitively
 //                                  ("established", "ESTABLISHED", "estab"
 //                                  prefix), port either end
+//   pcap on FILE [snaplen=N] [max=BYTES]
+//                                  start capturing every engine's frames
+//                                  (FILE.N with several engines; engine 0
+//                                  at once, the others at their next loop
+//                                  iteration); "pcap off" stops; answers one
+//                                  line, or "error: ..." (nothing changed)
 //   help                           the commands
 // An unknown command answers "error: <text>" then the empty line. Replies
 // come from the engines' last publications (stats_publish.hpp: at most 10 ms
@@ -59,6 +65,8 @@ public:
 
     // The reply to one request line, without the terminating empty line.
     static std::string answer(std::string_view line, const std::vector<Engine*>& engines);
+    // "pcap on FILE [snaplen=N] [max=BYTES]" / "pcap off" (engine 0's thread).
+    static std::string pcap_command(const std::vector<std::string_view>& words, const std::vector<Engine*>& engines);
 
     uint64_t served() const { return served_; }    // requests answered
     uint64_t dropped() const { return dropped_; }  // clients closed for a full buffer / long line / limit

@@ -140,6 +140,7 @@ EngineImpl::~EngineImpl() {
     if (attach_pool_ && !zbuf::dpdk::free_attach_pool(attach_pool_))
         log::core(p_.core)->warn("attach pool: mbufs still held by the device at engine exit; pool kept");
     if (epfd_ >= 0) ::close(epfd_);
+    delete pcap_toggle_.exchange(nullptr, std::memory_order_acq_rel);
 }
 
 // ---- connection table ----------------------------------------------------------
@@ -291,6 +292,7 @@ size_t EngineImpl::poll_once() {
         pump(clock_.now());
         if (!txq_.empty()) flush_tx();
     }
+    if (pcap_toggle_.load(std::memory_order_relaxed)) [[unlikely]] apply_pcap_toggle();
     ++st_.loops;
     if (work == 0) ++st_.idle_loops;
     pub_.tick(*this, now);
@@ -890,6 +892,31 @@ void EngineImpl::warn_line(Warn k) {
     case Warn::Count:
         break;
     }
+}
+
+// ---- run-time capture toggle ------------------------------------------------------------
+
+bool EngineImpl::pcap_switch(const PcapToggle& t, std::string* err) {
+    if (!t.on) {
+        if (p_.pcap) p_.pcap->flush();
+        p_.pcap = nullptr;
+        pcap_own_.reset();  // closes a run-time capture (the start-time one stays the Runtime's)
+        return true;
+    }
+    auto w = PcapWriter::open(t.path, t.snaplen, t.max_bytes, clock_.now(), err);
+    if (!w) return false;
+    if (p_.pcap) p_.pcap->flush();
+    txq_captured_ = txq_.size();  // frames already queued were not seen by the new capture: skip them
+    p_.pcap = w.get();
+    pcap_own_ = std::move(w);     // closes the previous run-time capture, if any
+    return true;
+}
+
+void EngineImpl::apply_pcap_toggle() {
+    std::unique_ptr<PcapToggle> t(pcap_toggle_.exchange(nullptr, std::memory_order_acq_rel));
+    if (!t) return;
+    std::string e;
+    if (!pcap_switch(*t, &e)) log::core(p_.core)->warn("pcap on: {}; this engine does not capture", e);
 }
 
 void EngineImpl::enqueue_tx(rte_mbuf* m) {

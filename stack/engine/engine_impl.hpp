@@ -122,6 +122,26 @@ public:
     // Abort every open connection (RST) and tell the handlers (EngineStopped).
     void close_all();
 
+    // Run-time capture toggle (the control socket's "pcap on|off"). A capture
+    // switched on here is owned by the engine; switching off detaches any
+    // capture (also the RuntimeOptions::pcap one, which the Runtime still
+    // owns and closes at exit) after flushing it.
+    struct PcapToggle {
+        bool on = false;
+        std::string path;            // this engine's file
+        uint32_t snaplen = 0;        // 0 = PcapWriter::kDefaultSnaplen
+        uint64_t max_bytes = 0;      // 0 = no cap
+    };
+    // This engine's thread: apply now; false + *err (one line) when the file
+    // cannot be opened (the previous state is kept).
+    bool pcap_switch(const PcapToggle& t, std::string* err);
+    // Any thread: hand a toggle to the engine, applied at the end of its next
+    // loop iteration (one relaxed load per iteration when none is posted);
+    // replaces a toggle not applied yet. An open failure is logged there.
+    void post_pcap(std::unique_ptr<PcapToggle> t) {
+        delete pcap_toggle_.exchange(t.release(), std::memory_order_acq_rel);
+    }
+
     // --- Conn API ---
     bool conn_valid(uint32_t index, uint32_t gen) const { return state_of(index, gen) != nullptr; }
     SendStatus conn_send(uint32_t index, uint32_t gen, std::span<Slice> iov);
@@ -255,6 +275,9 @@ private:
     std::vector<rte_mbuf*> rx_pkts_;
     std::vector<rte_mbuf*> txq_;       // frames waiting for the NIC (kept across a full ring)
     size_t txq_captured_ = 0;          // p_.pcap: txq_'s first frames already captured
+    std::atomic<PcapToggle*> pcap_toggle_{nullptr};  // posted by post_pcap(), owned; taken by the loop
+    std::unique_ptr<PcapWriter> pcap_own_;           // a capture switched on at run time
+    void apply_pcap_toggle();
     std::deque<PendingFrame> pending_; // frames waiting for their neighbour
     static constexpr size_t kTxQueueMax = 16384;
 

@@ -3,7 +3,7 @@
 
 Usage: pcap_test.py CRESCENT_ECHO CASE
   CRESCENT_ECHO  examples/crescent-echo
-  CASE           capture | cap
+  CASE           capture | cap | toggle
 
 Each case builds its own bed with `tools/testbed up NAME` (NAME-a: crescent-echo on
 NAME-va 10.77.0.1 over AF_XDP with the steering program, port 7; NAME-b: a Python
@@ -23,7 +23,18 @@ Exit: 0 pass, 1 fail, 77 skip (not root, or no tcpdump).
            error, the stats show pcap_dropped_cap > 0 and pcap_frames = the records
            read; then --pcap in a directory that does not exist: start fails with one
            line naming the path and errno, exit 1.
+  toggle   crescent-echo without --pcap; kernel clients echo 20 000 bytes each in a loop;
+           under that traffic `crescent-stat pcap PID on FILE` (tools/crescent-stat next to
+           the examples directory) answers "pcap on FILE", a while later `pcap PID off`
+           answers "pcap off"; the file then stops growing while the traffic goes on,
+           tcpdump -r reads it (packets > 0, checksums correct, only port-7 traffic).
+           `pcap PID on /nonexistent-crescent-dir/x.pcap` exits 1 with the process's
+           one-line error naming the path and errno; afterwards transfers still echo
+           byte-exact and `crescent-stat PID` still answers; crescent-echo exits 0.
 """
+import subprocess
+import threading
+import time
 import os
 import re
 import shutil
@@ -170,7 +181,78 @@ def case_cap():
               f"a bad --pcap path fails start with one line naming it and errno (rc {rc}: {p.output()[-400:]})")
 
 
-CASES = {"capture": case_capture, "cap": case_cap}
+def case_toggle():
+    stat_bin = os.path.join(os.path.dirname(os.path.abspath(ECHO)), "..", "tools", "crescent-stat")
+    check(os.access(stat_bin, os.X_OK), f"crescent-stat is built next to crescent-echo ({stat_bin})")
+
+    def cstat(*args):
+        return subprocess.run([stat_bin] + [str(a) for a in args], capture_output=True, text=True, timeout=30)
+
+    with Bed("toggle") as b:
+        path = f"/tmp/{b.prefix}.pcap"
+        b.files.append(path)
+        srv = b.echo()
+        pid = srv.p.pid  # ip netns exec execs the server: same pid
+        stop = threading.Event()
+        done, errors = [0], []
+
+        def load():
+            while not stop.is_set():
+                r = sh(PY, "-c", CLIENT, IP_A, 20000, ns=b.b, timeout=30, check_rc=False)
+                if "echoed 20000 exact True eof True" not in r.stdout:
+                    errors.append(r.stdout + r.stderr)
+                    return
+                done[0] += 1
+
+        t = threading.Thread(target=load)
+        t.start()
+        try:
+            deadline = time.time() + 20
+            while done[0] < 3 and not errors and time.time() < deadline:
+                time.sleep(0.05)
+            check(done[0] >= 3, f"traffic runs before the toggle ({done[0]} transfers, {errors[:1]})")
+            r = cstat("pcap", pid, "on", path)
+            check(r.returncode == 0 and f"pcap on {path}" in r.stdout,
+                  f"crescent-stat pcap on answers (rc {r.returncode}: {r.stdout.strip()} {r.stderr.strip()})")
+            at_on = done[0]
+            while done[0] < at_on + 5 and not errors and time.time() < deadline + 20:
+                time.sleep(0.05)
+            check(done[0] >= at_on + 5, f"transfers while capturing ({done[0] - at_on})")
+            r = cstat("pcap", pid, "off")
+            check(r.returncode == 0 and "pcap off" in r.stdout,
+                  f"crescent-stat pcap off answers (rc {r.returncode}: {r.stdout.strip()} {r.stderr.strip()})")
+            size_off = os.path.getsize(path)
+            at_off = done[0]
+            while done[0] < at_off + 5 and not errors and time.time() < deadline + 40:
+                time.sleep(0.05)
+            check(done[0] >= at_off + 5, f"transfers after the capture ({done[0] - at_off})")
+            size_after = os.path.getsize(path)
+            check(size_after == size_off > 24,
+                  f"the file stops growing when the capture is off ({size_off} -> {size_after} bytes)")
+        finally:
+            stop.set()
+            t.join(60)
+        check(not errors, f"every transfer echoed byte-exact ({errors[:1]})")
+        text = tcpdump(path)
+        pkts = packets(text)
+        check(len(pkts) > 0, f"tcpdump reads the toggled capture ({len(pkts)} packets)")
+        check("incorrect" not in text and "bad cksum" not in text, "no incorrect checksum in the capture")
+        syn = [p for p in pkts if f"> {IP_A}.{PORT}:" in p and "Flags [S]," in p]
+        check(len(syn) >= 1, f"SYNs of the transfers during the capture are in it ({len(syn)})")
+
+        bad = "/nonexistent-crescent-dir/x.pcap"
+        r = cstat("pcap", pid, "on", bad)
+        want = f"cannot open the capture file {bad}: No such file or directory"
+        check(r.returncode == 1 and want in r.stderr and r.stderr.count("\n") == 1,
+              f"a bad path answers one error line naming it and errno (rc {r.returncode}: {r.stderr.strip()})")
+        b.transfer()
+        r = cstat(pid)
+        check(r.returncode == 0 and f"pid={pid}" in r.stdout, "crescent-stat still answers after the error")
+        rc = srv.stop()
+        check(rc == 0, f"crescent-echo exits 0 on SIGTERM ({rc})")
+
+
+CASES = {"capture": case_capture, "cap": case_cap, "toggle": case_toggle}
 
 
 def main():
