@@ -347,9 +347,8 @@ std::string ControlSocket::pcap_command(const std::vector<std::string_view>& wor
             else t.max_bytes = uint64_t(n);
         }
     }
-    Engine* e0 = nullptr;
-    for (Engine* e : engines)
-        if (e->index() == 0) e0 = e;
+    // engines[i] writes pcap_path(FILE, i, count) (the Runtime lists them by index, as --pcap names them).
+    Engine* e0 = engines.empty() ? nullptr : engines[0];
     if (e0 == nullptr || e0->impl().kernel_only()) {
         why = "pcap needs a device (a kernel-only runtime has no frames to capture)";
         return "error: " + why + "\n";
@@ -358,11 +357,10 @@ std::string ControlSocket::pcap_command(const std::vector<std::string_view>& wor
     EngineImpl::PcapToggle t0 = t;
     if (on) t0.path = pcap_path(t.path, 0, count);
     if (!e0->impl().pcap_switch(t0, &why)) return fmt::format("error: pcap on: {}\n", why);
-    for (Engine* e : engines) {
-        if (e == e0) continue;
+    for (unsigned i = 1; i < count; ++i) {
         auto te = std::make_unique<EngineImpl::PcapToggle>(t);
-        if (on) te->path = pcap_path(t.path, e->index(), count);
-        e->impl().post_pcap(std::move(te));
+        if (on) te->path = pcap_path(t.path, i, count);
+        engines[i]->impl().post_pcap(std::move(te));
     }
     if (!on) return fmt::format("pcap off ({} engine(s))\n", count);
     return fmt::format("pcap on {} ({} engine(s){}) snaplen={} max={}\n", t0.path, count,
