@@ -95,9 +95,7 @@ void StatsPublisher::publish_conns(const EngineImpl& e, int64_t mono_ns) {
         const tcp::Endpoints& ep = t->endpoints();
         ConnSnapshot& c = scratch_.emplace_back();
         copy_name(c.state, tcp::state_name(x.state));
-        // The Tcb does not expose its algorithm: connections get the engine's
-        // default (EngineConfig::conn.cc) unless connect() passed another.
-        copy_name(c.cc, default_cc);
+        copy_name(c.cc, tcp::cc_name(t->cc_algo()));
         c.local_ip = ep.local_ip.v;
         c.remote_ip = ep.remote_ip.v;
         c.local_port = ep.local_port;

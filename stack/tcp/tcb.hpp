@@ -377,6 +377,8 @@ public:
     ConnId id() const { return id_; }
     const Endpoints& endpoints() const { return ep_; }
     Stats stats() const;
+    // The congestion control algorithm this connection runs (ss -ti's `cc`).
+    CcAlgo cc_algo() const { return cc_.algo(); }
     uint32_t send_space() const { return cfg_.snd_buf - snd_queued_; }
     bool has_pending_output() const;  // a flush() would emit something
 
