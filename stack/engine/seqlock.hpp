@@ -60,24 +60,32 @@ inline void load_words(void* dst, const uint64_t* src, size_t bytes) {
     }
 }
 
-// The writer's side of the sequence.
-inline void write_begin(std::atomic<uint64_t>& seq) {
+// The writer's side (the single writer; never blocks): the sequence odd,
+// `copy_in()` stores the words (store_words), the sequence even again.
+template <class CopyIn>
+inline void write(std::atomic<uint64_t>& seq, CopyIn&& copy_in) {
     seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // odd: writing
     std::atomic_thread_fence(std::memory_order_release);
-}
-inline void write_end(std::atomic<uint64_t>& seq) {
+    copy_in();
     seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // even: stable
 }
 
-// The reader's side: a copy is good when `before` was even and the sequence
-// did not move while the words were read.
-inline bool read_ok(const std::atomic<uint64_t>& seq, uint64_t before) {
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return (before & 1) == 0 && seq.load(std::memory_order_relaxed) == before;
-}
-
-inline void backoff(unsigned attempt) {
-    if (attempt > 16) std::this_thread::yield();
+// The reader's side: `copy_out()` copies the words (load_words) into the
+// caller's temporaries, again until one copy was good: the sequence was even
+// before it and did not move while the words were read. True then (the
+// temporaries hold one complete write); false when nothing was written yet
+// or `max_attempts` copies were all overtaken by the writer.
+template <class CopyOut>
+inline bool read(const std::atomic<uint64_t>& seq, unsigned max_attempts, CopyOut&& copy_out) {
+    for (unsigned i = 0; i < max_attempts; ++i) {
+        const uint64_t before = seq.load(std::memory_order_acquire);
+        if (before == 0) return false;  // never published
+        copy_out();
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if ((before & 1) == 0 && seq.load(std::memory_order_relaxed) == before) return true;
+        if (i > 16) std::this_thread::yield();  // back off
+    }
+    return false;
 }
 
 } // namespace seqlock_detail
@@ -94,27 +102,18 @@ public:
 
     // The single writer. Never blocks.
     void store(const T& v) {
-        seqlock_detail::write_begin(seq_);
-        seqlock_detail::store_words(words_, &v, sizeof(T));
-        seqlock_detail::write_end(seq_);
+        seqlock_detail::write(seq_, [&] { seqlock_detail::store_words(words_, &v, sizeof(T)); });
     }
 
     // Any thread: a copy of a complete store(). False (and *out unchanged)
     // when nothing was stored yet, or when `max_attempts` copies were all
     // overtaken by the writer.
     bool load(T* out, unsigned max_attempts = 1000) const {
-        for (unsigned i = 0; i < max_attempts; ++i) {
-            uint64_t before = seq_.load(std::memory_order_acquire);
-            if (before == 0) return false;  // never published
-            T tmp;
-            seqlock_detail::load_words(&tmp, words_, sizeof(T));
-            if (seqlock_detail::read_ok(seq_, before)) {
-                *out = tmp;
-                return true;
-            }
-            seqlock_detail::backoff(i);
-        }
-        return false;
+        T tmp;
+        if (!seqlock_detail::read(seq_, max_attempts, [&] { seqlock_detail::load_words(&tmp, words_, sizeof(T)); }))
+            return false;
+        *out = tmp;
+        return true;
     }
 
     // Completed stores so far (any thread).
@@ -143,35 +142,29 @@ public:
     // The single writer: the header and recs[0..n) (n is clamped to the capacity).
     void store(const H& head, const R* recs, size_t n) {
         n = std::min(n, cap_);
-        seqlock_detail::write_begin(seq_);
-        std::atomic_ref<uint64_t>(words_[0]).store(n, std::memory_order_relaxed);
-        seqlock_detail::store_words(&words_[1], &head, sizeof(H));
-        uint64_t* base = &words_[1 + kHeadWords];
-        for (size_t i = 0; i < n; ++i) seqlock_detail::store_words(base + i * kRecWords, &recs[i], sizeof(R));
-        seqlock_detail::write_end(seq_);
+        seqlock_detail::write(seq_, [&] {
+            std::atomic_ref<uint64_t>(words_[0]).store(n, std::memory_order_relaxed);
+            seqlock_detail::store_words(&words_[1], &head, sizeof(H));
+            uint64_t* base = &words_[1 + kHeadWords];
+            for (size_t i = 0; i < n; ++i) seqlock_detail::store_words(base + i * kRecWords, &recs[i], sizeof(R));
+        });
     }
 
     // Any thread: the header and records of one complete store() (`out` is
     // replaced). False when nothing was stored yet or the writer kept
     // overtaking the copy.
     bool load(H* head, std::vector<R>* out, unsigned max_attempts = 1000) const {
-        for (unsigned i = 0; i < max_attempts; ++i) {
-            uint64_t before = seq_.load(std::memory_order_acquire);
-            if (before == 0) return false;
+        H h;
+        const bool ok = seqlock_detail::read(seq_, max_attempts, [&] {
             size_t n = size_t(std::atomic_ref<const uint64_t>(words_[0]).load(std::memory_order_relaxed));
-            if (n > cap_) n = cap_;  // torn: the check below rejects it
-            H h;
+            if (n > cap_) n = cap_;  // torn: read() rejects this copy
             seqlock_detail::load_words(&h, &words_[1], sizeof(H));
             out->resize(n);
             const uint64_t* base = &words_[1 + kHeadWords];
             for (size_t k = 0; k < n; ++k) seqlock_detail::load_words(&(*out)[k], base + k * kRecWords, sizeof(R));
-            if (seqlock_detail::read_ok(seq_, before)) {
-                *head = h;
-                return true;
-            }
-            seqlock_detail::backoff(i);
-        }
-        return false;
+        });
+        if (ok) *head = h;
+        return ok;
     }
 
     uint64_t version() const { return seq_.load(std::memory_order_acquire) / 2; }
