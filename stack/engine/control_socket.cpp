@@ -25,7 +25,6 @@ namespace {
 
 constexpr size_t kMaxLine = 1024;
 constexpr size_t kMaxOut = 4u << 20;
-constexpr size_t kMaxClients = 16;
 
 // mkdir -p with `mode` for the directories it creates.
 bool make_dirs(const std::string& dir, mode_t mode) {
@@ -151,92 +150,15 @@ std::unique_ptr<ControlSocket> ControlSocket::open(std::string* err) {
 }
 
 ControlSocket::~ControlSocket() {
-    for (auto& [fd, c] : clients_) ::close(fd);
-    if (lfd_ >= 0) ::close(lfd_);
     if (!path_.empty()) ::unlink(path_.c_str());
 }
 
-bool ControlSocket::attach(Engine& e0, std::vector<Engine*> engines) {
-    e0_ = &e0;
-    engines_ = std::move(engines);
-    if (!e0.add_fd(lfd_, EPOLLIN, [this](uint32_t) { on_accept(); })) return false;
-    attached_ = true;
-    stop_hook_ = e0.at_stop([this] { detach(); });
-    return true;
-}
-
-void ControlSocket::detach() {
-    if (!attached_) return;
-    attached_ = false;
-    for (auto& [fd, c] : clients_) {
-        e0_->remove_fd(fd);
-        ::close(fd);
-    }
-    clients_.clear();
-    e0_->remove_fd(lfd_);
-}
-
-void ControlSocket::on_accept() {
-    for (;;) {
-        int fd = ::accept4(lfd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return;  // EAGAIN (or a client that left already)
-        if (clients_.size() >= kMaxClients) {
-            ++dropped_;
-            ::close(fd);
-            continue;
-        }
-        if (!e0_->add_fd(fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-                         [this, fd](uint32_t ev) { on_client(fd, ev); })) {
-            ++dropped_;
-            ::close(fd);
-            continue;
-        }
-        clients_.emplace(fd, Client{});
-    }
-}
-
-void ControlSocket::close_client(int fd) {
-    e0_->remove_fd(fd);
-    ::close(fd);
-    clients_.erase(fd);
-}
-
-bool ControlSocket::flush(int fd, Client& c) {
-    while (!c.out.empty()) {
-        ssize_t n = ::send(fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n > 0) {
-            c.out.erase(0, size_t(n));
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;  // EPOLLOUT (edge) resumes
-        close_client(fd);
-        return false;
-    }
-    return true;
-}
-
-void ControlSocket::on_client(int fd, uint32_t events) {
-    auto it = clients_.find(fd);
-    if (it == clients_.end()) return;
-    Client& c = it->second;
-    if (events & EPOLLERR) return close_client(fd);
-    bool eof = false;
-    char buf[4096];
-    for (;;) {  // edge-triggered: read until EAGAIN
-        ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) {
-            c.in.append(buf, size_t(n));
-            continue;
-        }
-        if (n == 0) eof = true;
-        else if (errno != EAGAIN && errno != EWOULDBLOCK) return close_client(fd);
-        break;
-    }
+void ControlSocket::on_input(int fd, Client& c, uint32_t events, bool eof) {
     size_t nl;
     while ((nl = c.in.find('\n')) != std::string::npos) {
         std::string line = c.in.substr(0, nl);
         c.in.erase(0, nl + 1);
-        c.out += answer(line, engines_);
+        c.out += answer(line, engines());
         c.out += '\n';
         ++served_;
         if (c.out.size() > kMaxOut) {  // the client does not read: drop it
@@ -248,7 +170,7 @@ void ControlSocket::on_client(int fd, uint32_t events) {
         ++dropped_;
         return close_client(fd);
     }
-    if (!flush(fd, c)) return;
+    if (flush(fd, c) == Flush::Failed) return close_client(fd);
     if (eof || (events & (EPOLLHUP | EPOLLRDHUP))) close_client(fd);
 }
 

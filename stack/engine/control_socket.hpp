@@ -35,14 +35,16 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <crescent/engine.hpp>
 
+#include "stack/engine/loop_server.hpp"
+
 namespace crescent::engine {
 
-class ControlSocket {
+// attach() / detach() / served() / dropped(): LoopServer (loop_server.hpp).
+class ControlSocket : public LoopServer {
 public:
     // Binds and listens (non-blocking) on the first usable directory; nullptr
     // and *err (one line) when none works.
@@ -50,46 +52,21 @@ public:
     // The directory candidates, in order, for `pid` (crescent-stat searches
     // the same list).
     static std::vector<std::string> candidate_paths(int pid);
-    ~ControlSocket();
-    ControlSocket(const ControlSocket&) = delete;
-    ControlSocket& operator=(const ControlSocket&) = delete;
+    ~ControlSocket() override;  // removes the socket file
 
     const std::string& path() const { return path_; }
-
-    // Engine 0's thread: serve from `e0`'s epoll; `engines` (all of them,
-    // e0 included) are only read through their published snapshots. Stops
-    // serving (fds closed) when e0 stops.
-    bool attach(Engine& e0, std::vector<Engine*> engines);
-    // Engine 0's thread: stop serving (idempotent; also run by e0's at_stop).
-    void detach();
 
     // The reply to one request line, without the terminating empty line.
     static std::string answer(std::string_view line, const std::vector<Engine*>& engines);
     // "pcap on FILE [snaplen=N] [max=BYTES]" / "pcap off" (engine 0's thread).
     static std::string pcap_command(const std::vector<std::string_view>& words, const std::vector<Engine*>& engines);
 
-    uint64_t served() const { return served_; }    // requests answered
-    uint64_t dropped() const { return dropped_; }  // clients closed for a full buffer / long line / limit
-
 private:
-    struct Client {
-        std::string in;    // bytes of a request line not complete yet
-        std::string out;   // reply bytes the socket did not take yet
-    };
-    ControlSocket(int fd, std::string path) : lfd_(fd), path_(std::move(path)) {}
-    void on_accept();
-    void on_client(int fd, uint32_t events);
-    void close_client(int fd);
-    bool flush(int fd, Client& c);  // false: the client is gone
+    ControlSocket(int fd, std::string path) : LoopServer(fd), path_(std::move(path)) {}
+    // The line protocol: answers every complete line, closes at EOF once the replies are out.
+    void on_input(int fd, Client& c, uint32_t events, bool eof) override;
 
-    int lfd_ = -1;
     std::string path_;
-    Engine* e0_ = nullptr;
-    std::vector<Engine*> engines_;
-    std::unordered_map<int, Client> clients_;
-    uint64_t stop_hook_ = 0;
-    bool attached_ = false;
-    uint64_t served_ = 0, dropped_ = 0;
 };
 
 } // namespace crescent::engine

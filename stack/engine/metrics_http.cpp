@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -26,7 +27,6 @@ namespace crescent::engine {
 namespace {
 
 constexpr size_t kMaxHead = 4096;
-constexpr size_t kMaxClients = 16;
 
 // One metric family: HELP and TYPE once, then its samples.
 struct Family {
@@ -150,68 +150,7 @@ std::unique_ptr<MetricsServer> MetricsServer::open(const std::string& bind_ip, u
     return std::unique_ptr<MetricsServer>(new MetricsServer(fd, ntohs(sa.sin_port)));
 }
 
-MetricsServer::~MetricsServer() {
-    for (auto& [fd, c] : clients_) ::close(fd);
-    if (lfd_ >= 0) ::close(lfd_);
-}
-
-bool MetricsServer::attach(Engine& e0, std::vector<Engine*> engines) {
-    e0_ = &e0;
-    engines_ = std::move(engines);
-    if (!e0.add_fd(lfd_, EPOLLIN, [this](uint32_t) { on_accept(); })) return false;
-    attached_ = true;
-    e0.at_stop([this] { detach(); });
-    return true;
-}
-
-void MetricsServer::detach() {
-    if (!attached_) return;
-    attached_ = false;
-    for (auto& [fd, c] : clients_) {
-        e0_->remove_fd(fd);
-        ::close(fd);
-    }
-    clients_.clear();
-    e0_->remove_fd(lfd_);
-}
-
-void MetricsServer::on_accept() {
-    for (;;) {
-        int fd = ::accept4(lfd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return;  // EAGAIN (or a client that left already)
-        if (clients_.size() >= kMaxClients ||
-            !e0_->add_fd(fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, [this, fd](uint32_t ev) { on_client(fd, ev); })) {
-            ++dropped_;
-            ::close(fd);
-            continue;
-        }
-        clients_.emplace(fd, Client{});
-    }
-}
-
-void MetricsServer::close_client(int fd) {
-    e0_->remove_fd(fd);
-    ::close(fd);
-    clients_.erase(fd);
-}
-
-void MetricsServer::on_client(int fd, uint32_t events) {
-    auto it = clients_.find(fd);
-    if (it == clients_.end()) return;
-    Client& c = it->second;
-    if (events & EPOLLERR) return close_client(fd);
-    bool eof = false;
-    char buf[2048];
-    for (;;) {  // edge-triggered: read until EAGAIN
-        ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) {
-            if (!c.answered) c.in.append(buf, size_t(n));
-            continue;
-        }
-        if (n == 0) eof = true;
-        else if (errno != EAGAIN && errno != EWOULDBLOCK) return close_client(fd);
-        break;
-    }
+void MetricsServer::on_input(int fd, Client& c, uint32_t events, bool eof) {
     if (!c.answered) {
         size_t end = c.in.find("\r\n\r\n");
         if (end == std::string::npos) end = c.in.find("\n\n");
@@ -231,22 +170,15 @@ void MetricsServer::on_client(int fd, uint32_t events) {
         if (size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
         if (method != "GET" && method != "HEAD") c.out = reply("405 Method Not Allowed", "text/plain", "GET only\n");
         else if (path != "/metrics") c.out = reply("404 Not Found", "text/plain", "not found: try /metrics\n");
-        else c.out = reply("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(engines_));
+        else c.out = reply("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(engines()));
         if (method == "HEAD") c.out.erase(c.out.find("\r\n\r\n") + 4);
         c.answered = true;
         c.in.clear();
         ++served_;
     }
-    while (!c.out.empty()) {
-        ssize_t n = ::send(fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n > 0) {
-            c.out.erase(0, size_t(n));
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !(events & EPOLLHUP)) return;  // EPOLLOUT resumes
-        ++dropped_;
-        return close_client(fd);
-    }
+    const Flush f = flush(fd, c);
+    if (f == Flush::Again && !(events & EPOLLHUP)) return;  // EPOLLOUT resumes
+    if (f != Flush::Done) ++dropped_;                        // a send error, or a peer gone with the reply unread
     close_client(fd);  // one request per connection: the reply is out
 }
 

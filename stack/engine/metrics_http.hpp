@@ -27,55 +27,33 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <crescent/engine.hpp>
 
+#include "stack/engine/loop_server.hpp"
+
 namespace crescent::engine {
 
-class MetricsServer {
+// attach() / detach() / served() / dropped(): LoopServer (loop_server.hpp).
+class MetricsServer : public LoopServer {
 public:
     // Binds and listens (non-blocking) on bind_ip:port; nullptr and *err (one
     // line) when the address is bad or the port cannot be had.
     static std::unique_ptr<MetricsServer> open(const std::string& bind_ip, uint16_t port, std::string* err);
-    ~MetricsServer();
-    MetricsServer(const MetricsServer&) = delete;
-    MetricsServer& operator=(const MetricsServer&) = delete;
 
     uint16_t port() const { return port_; }  // the bound port (port 0 asked: the kernel's choice)
-
-    // Engine 0's thread: serve from `e0`'s epoll; `engines` (all of them) are
-    // only read through their published snapshots. Stops at e0's stop.
-    bool attach(Engine& e0, std::vector<Engine*> engines);
-    // Engine 0's thread: stop serving (idempotent; also run by e0's at_stop).
-    void detach();
 
     // The text-format body for `engines`.
     static std::string render(const std::vector<Engine*>& engines);
 
-    uint64_t served() const { return served_; }
-    uint64_t dropped() const { return dropped_; }
-
 private:
-    struct Client {
-        std::string in;    // request head so far
-        std::string out;   // reply bytes the socket did not take yet
-        bool answered = false;
-    };
-    MetricsServer(int fd, uint16_t port) : lfd_(fd), port_(port) {}
-    void on_accept();
-    void on_client(int fd, uint32_t events);
-    void close_client(int fd);
+    MetricsServer(int fd, uint16_t port) : LoopServer(fd), port_(port) {}
+    // One request per connection: answers once the head is complete (Client::answered),
+    // closes once the reply is out.
+    void on_input(int fd, Client& c, uint32_t events, bool eof) override;
 
-    int lfd_ = -1;
     uint16_t port_ = 0;
-    Engine* e0_ = nullptr;
-    std::vector<Engine*> engines_;
-    std::unordered_map<int, Client> clients_;
-    bool attached_ = false;
-    uint64_t served_ = 0, dropped_ = 0;
 };
 
 } // namespace crescent::engine
