@@ -123,7 +123,7 @@ struct Service {
         Published& p = sh->pub[e->index()];
         p.retrans.store(retrans, std::memory_order_relaxed);
         p.drops.store(sh->o->stack == Stack::Crescent ? engine_drops(e->stats()) : 0, std::memory_order_relaxed);
-        p.requests.store(srv ? srv->stats().requests : echo.bytes, std::memory_order_relaxed);
+        if (srv) p.requests.store(srv->stats().requests, std::memory_order_relaxed);  // knb.stats: rpc only
     }
 
     void tick() {
