@@ -54,6 +54,29 @@ bool parse_uint(std::string_view s, uint64_t* out) {
     return true;
 }
 
+// "IDLE,INTERVAL,COUNT" (seconds, seconds, probes) -> keepalive on with those values.
+bool parse_keepalive(std::string_view s, crescent::ConnOptions* out) {
+    double t[2];
+    for (double& d : t) {
+        size_t comma = s.find(',');
+        if (comma == std::string_view::npos) return false;
+        std::string item(s.substr(0, comma));
+        s = s.substr(comma + 1);
+        char* end = nullptr;
+        errno = 0;
+        d = std::strtod(item.c_str(), &end);
+        if (errno || item.empty() || *end != '\0' || !std::isfinite(d) || d < 0.01 || d > 86400) return false;
+    }
+    uint64_t n = 0;
+    if (!parse_uint(s, &n) || n < 1 || n > 100) return false;
+    auto us = [](double sec) { return std::chrono::microseconds(int64_t(std::llround(sec * 1e6))); };
+    out->keepalive = true;
+    out->keepalive_idle = us(t[0]);
+    out->keepalive_interval = us(t[1]);
+    out->keepalive_count = uint32_t(n);
+    return true;
+}
+
 }  // namespace
 
 bool parse_cpu_list(std::string_view s, std::vector<unsigned>* out) {
@@ -107,6 +130,9 @@ const char* usage() {
            "                            (FILE.0, FILE.1... per engine with --threads > 1)\n"
            "  --metrics-port N [--metrics-bind IP]   crescent: Prometheus text on http://IP:N/metrics\n"
            "                            (IP 127.0.0.1 unless given)\n"
+           "  --cc newreno|cubic|dctcp  crescent: the connections' congestion control (newreno)\n"
+           "  --keepalive I,P,N         crescent: keepalive probes after I s of silence, every P s, the\n"
+           "                            connection closed after N unanswered (off)\n"
            "  --idle-sleep-us N         crescent engines nap up to N us after 1000 idle polls (default: spin)\n"
            "  --stats                   per-engine counters on stderr at the end\n"
            "client:\n"
@@ -243,6 +269,15 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
         } else if (f == "--impair") {
             if (!p.value(&v)) return false;
             o.rt.impair = v, crescent_dev = true;
+        } else if (f == "--cc") {
+            if (!p.value(&v)) return false;
+            if (!crescent::parse_congestion_control(v, &o.rt.engine.conn.cc)) return bad("newreno, cubic or dctcp");
+            crescent_dev = true;
+        } else if (f == "--keepalive") {
+            if (!p.value(&v)) return false;
+            if (!parse_keepalive(v, &o.rt.engine.conn))
+                return bad("IDLE,INTERVAL,COUNT (seconds, seconds, probes: 0.01..86400, 0.01..86400, 1..100)");
+            crescent_dev = true;
         } else if (f == "--pcap") {
             if (!p.value(&v)) return false;
             o.rt.pcap = v, crescent_dev = true;
@@ -333,7 +368,7 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
             return p.fail("--eal needs --ip A.B.C.D/LEN (the device has no kernel address)");
     } else {
         if (crescent_dev)
-            return p.fail("--iface/--eal/--ip/--mac/--neighbour/--impair/--pcap are crescent device options; "
+            return p.fail("--iface/--eal/--ip/--mac/--neighbour/--impair/--pcap/--cc/--keepalive are crescent options; "
                           "--stack kernel uses the kernel's interfaces");
         if (o.mode_given && o.mode != Mode::Copy)
             return p.fail("--mode " + std::string(name(o.mode)) +
@@ -390,6 +425,17 @@ std::vector<std::string> to_args(const Options& o) {
     for (const std::string& nb : o.rt.neighbours) add("--neighbour", nb);
     if (!o.rt.file_prefix.empty()) add("--file-prefix", o.rt.file_prefix);
     if (o.rt.no_huge) a.push_back("--no-huge");
+    const crescent::ConnOptions& c = o.rt.engine.conn;
+    if (o.stack == Stack::Crescent) add("--cc", std::string(crescent::congestion_control_name(c.cc)));
+    if (c.keepalive) {
+        auto sec = [](crescent::Duration d) {
+            char b[32];
+            std::snprintf(b, sizeof b, "%.6f", double(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) / 1e6);
+            return std::string(b);
+        };
+        add("--keepalive", sec(c.keepalive_idle) + "," + sec(c.keepalive_interval) + "," +
+                               std::to_string(c.keepalive_count));
+    }
     if (!o.rt.impair.empty()) add("--impair", o.rt.impair);
     if (!o.rt.pcap.empty()) add("--pcap", o.rt.pcap);
     if (o.rt.pcap_snaplen) add("--pcap-snaplen", std::to_string(o.rt.pcap_snaplen));

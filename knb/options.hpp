@@ -53,6 +53,9 @@ struct Options {
     std::vector<unsigned> cpus;          // empty: the process's affinity as it is
     uint16_t port = kDefaultPort;
     bool stats = false;                  // per-engine counters on stderr at the end
+    // Crescent connections' options (--cc, --keepalive) live in rt.engine.conn:
+    // the engine applies them to accepted connections, stream_options() to
+    // connect()ed ones.
 
     // Crescent device and addressing (--iface / --eal ...): RuntimeOptions.
     crescent::RuntimeOptions rt;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,15 +41,19 @@ struct Shared {
     explicit Shared(size_t n) : pub(n) {}
 };
 
-// The RFC 862 service: bytes back as they came.
+// The RFC 862 service: bytes back as they came. Counts how its streams
+// ended, by the transport's reason ("normal", "reset-by-peer",
+// "keepalive-timeout", ...), for the --stats line.
 class EchoHandler final : public rpc::StreamHandler {
 public:
     uint64_t bytes = 0;
+    std::map<std::string, uint64_t> closed;  // reason -> streams that ended so
     void on_data(rpc::Stream& s, std::span<Slice> data) override {
         for (const Slice& d : data) bytes += d.size();
         s.send(data);
     }
     void on_peer_closed(rpc::Stream& s) override { s.close(); }
+    void on_closed(rpc::Stream&, std::string_view why) override { ++closed[std::string(why)]; }
 };
 
 // One engine's service. Engine-thread only.
@@ -209,8 +214,12 @@ int run_server(const Options& o) {
                              " errors_sent=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64 "\n",
                              i, s.connections_accepted, s.requests, s.replies, s.errors_sent, s.bytes_in, s.bytes_out);
             } else if (svcs[i] && svcs[i]->acceptor) {
-                std::fprintf(stderr, "server %u: accepted=%" PRIu64 " echoed_bytes=%" PRIu64 "\n", i,
-                             svcs[i]->acceptor->accepted(), svcs[i]->echo.bytes);
+                // closed_<reason>=N: how the streams ended (those open at shutdown included).
+                std::string closed;
+                for (const auto& [why, count] : svcs[i]->echo.closed)
+                    closed += " closed_" + why + "=" + std::to_string(count);
+                std::fprintf(stderr, "server %u: accepted=%" PRIu64 " echoed_bytes=%" PRIu64 "%s\n", i,
+                             svcs[i]->acceptor->accepted(), svcs[i]->echo.bytes, closed.c_str());
             }
         }
     }

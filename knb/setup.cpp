@@ -49,6 +49,7 @@ rpc::StreamOptions stream_options(const Options& o) {
     rpc::StreamOptions so;
     so.kernel_reuse_port = true;
     so.copy_api = o.stack == Stack::Crescent && o.mode == Mode::Copy;
+    so.conn = o.rt.engine.conn;  // --cc, --keepalive (accepted connections: the engine's EngineConfig::conn)
     return so;
 }
 

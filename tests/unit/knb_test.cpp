@@ -161,7 +161,7 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
                         "128", "--iodepth", "16", "--conns", "3", "--server-threads", "2", "--duration", "2.5",
                         "--warmup", "0", "--rate", "50000", "--json", "/tmp/x.json", "--label", "a b", "--progress",
                         "off", "--port", "7400", "--rx-ring", "2048", "--burst", "64", "--arena-mb", "128",
-                        "--verify", "full"},
+                        "--verify", "full", "--cc", "cubic", "--keepalive", "1.5,0.25,4"},
                        &o, &err));
     CHECK(err.empty());
     CHECK(o.role == Role::Client);
@@ -186,6 +186,11 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
     CHECK(o.rt.engine.burst == 64);
     CHECK(o.rt.arena_bytes == (size_t(128) << 20));
     CHECK(o.verify_full);
+    CHECK(o.rt.engine.conn.cc == crescent::CongestionControl::Cubic);
+    CHECK(o.rt.engine.conn.keepalive);
+    CHECK(o.rt.engine.conn.keepalive_idle == std::chrono::milliseconds(1500));
+    CHECK(o.rt.engine.conn.keepalive_interval == std::chrono::milliseconds(250));
+    CHECK(o.rt.engine.conn.keepalive_count == 4);
 }
 
 TEST_CASE("knb options: defaults", "[knb]") {
@@ -206,6 +211,8 @@ TEST_CASE("knb options: defaults", "[knb]") {
     CHECK(o.rate == 0);
     CHECK(o.port == kDefaultPort);
     CHECK(o.progress == -1);
+    CHECK(o.rt.engine.conn.cc == crescent::CongestionControl::NewReno);
+    CHECK_FALSE(o.rt.engine.conn.keepalive);
     REQUIRE(parse_args({"server", "--stack", "crescent", "--eal", "--vdev=net_memif0", "--ip", "10.0.0.1/24"}, &o, &err));
     CHECK(o.role == Role::Server);
     CHECK(o.mode == Mode::Inline);
@@ -251,6 +258,13 @@ TEST_CASE("knb options: bad input is one line naming the problem", "[knb]") {
           "--progress: 'maybe' is not on or off");
     CHECK(error_of({"client", "--stack", "kernel", "--server", "1.2.3.4", "--verify", "some"}) ==
           "--verify: 'some' is not ends or full");
+    CHECK(error_of({"server", "--stack", "crescent", "--iface", "v", "--cc", "bbr"}) ==
+          "--cc: 'bbr' is not newreno, cubic or dctcp");
+    for (const char* ka : {"1,1", "1,1,0", "0,1,3", "1,x,3", "1,1,3,4", ",1,3"})
+        CHECK(error_of({"server", "--stack", "crescent", "--iface", "v", "--keepalive", ka}) ==
+              std::string("--keepalive: '") + ka +
+                  "' is not IDLE,INTERVAL,COUNT (seconds, seconds, probes: 0.01..86400, 0.01..86400, 1..100)");
+    CHECK(error_of({"server", "--stack", "kernel", "--cc", "cubic"}).rfind("--iface/--eal", 0) == 0);
 }
 
 TEST_CASE("knb options: CPU lists", "[knb]") {
@@ -275,7 +289,7 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
          "--server", "10.88.0.1", "--mode", "copy", "--msg-size", "100", "--resp-size", "7", "--iodepth", "3",
          "--rate", "1234.5", "--duration", "0.25", "--warmup", "0.125", "--threads", "2", "--cpus", "1,0",
          "--verify", "full", "--pcap", "/tmp/k.pcap", "--pcap-snaplen", "128", "--pcap-max-bytes", "100000",
-         "--metrics-port", "9464", "--metrics-bind", "0.0.0.0"},
+         "--metrics-port", "9464", "--metrics-bind", "0.0.0.0", "--cc", "dctcp", "--keepalive", "2,0.5,5"},
         {"server", "--stack", "kernel", "--kernel-wait", "block", "--threads", "3", "--proto", "echo", "--port", "9"},
     };
     for (const auto& args : cases) {
@@ -306,6 +320,11 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
         CHECK(b.rt.neighbours == a.rt.neighbours);
         CHECK(b.port == a.port);
         CHECK(b.verify_full == a.verify_full);
+        CHECK(b.rt.engine.conn.cc == a.rt.engine.conn.cc);
+        CHECK(b.rt.engine.conn.keepalive == a.rt.engine.conn.keepalive);
+        CHECK(b.rt.engine.conn.keepalive_idle == a.rt.engine.conn.keepalive_idle);
+        CHECK(b.rt.engine.conn.keepalive_interval == a.rt.engine.conn.keepalive_interval);
+        CHECK(b.rt.engine.conn.keepalive_count == a.rt.engine.conn.keepalive_count);
     }
 }
 
