@@ -128,6 +128,35 @@ ResolveResult NeighbourResolver::request(Ipv4Addr ip, std::string* error) {
 
 // ---- Netlink -------------------------------------------------------------------
 
+// libnl-route's parse_multipath (lib/route/route_obj.c, 3.7 and later) walks
+// RTA_MULTIPATH with `while (tlen >= 8 && tlen >= rtnh_len) { alloc a next hop;
+// tlen -= RTNH_ALIGN(rtnh_len); }`: an rtnexthop with rtnh_len 0 makes it loop
+// forever, allocating, and one whose aligned length exceeds what is left wraps
+// the size_t and walks past the attribute. The kernel only builds next hops
+// that pass its rtnh_ok() (8 <= rtnh_len <= remaining, 4-byte multiples), but a
+// CAP_NET_ADMIN process can send our sockets anything, so a route message
+// whose next hops do not pass that check is refused before libnl parses it
+// (found by tests/fuzz/fuzz_netlink).
+bool Netlink::multipath_well_formed(const nlmsghdr* h) {
+    if (h->nlmsg_type != RTM_NEWROUTE && h->nlmsg_type != RTM_DELROUTE && h->nlmsg_type != RTM_GETROUTE) return true;
+    if (h->nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg))) return true; // libnl refuses it itself
+    int left = int(h->nlmsg_len - NLMSG_LENGTH(sizeof(rtmsg)));
+    for (const rtattr* a = RTM_RTA(static_cast<const rtmsg*>(NLMSG_DATA(h))); RTA_OK(a, left); a = RTA_NEXT(a, left)) {
+        if ((a->rta_type & NLA_TYPE_MASK) != RTA_MULTIPATH) continue;
+        size_t tlen = RTA_PAYLOAD(a);
+        const auto* p = static_cast<const uint8_t*>(RTA_DATA(a));
+        while (tlen >= sizeof(rtnexthop)) {
+            rtnexthop nh;
+            std::memcpy(&nh, p, sizeof nh);
+            if (tlen < nh.rtnh_len) break; // where libnl stops too
+            if (nh.rtnh_len < sizeof(rtnexthop) || RTNH_ALIGN(nh.rtnh_len) > tlen) return false;
+            tlen -= RTNH_ALIGN(nh.rtnh_len);
+            p += RTNH_ALIGN(nh.rtnh_len);
+        }
+    }
+    return true;
+}
+
 std::unique_ptr<Netlink> Netlink::open(std::string_view ifname, std::string* error) {
     if (ifname.empty() || ifname.size() >= IFNAMSIZ) {
         fail(error, "netlink: bad interface name '" + std::string(ifname) + "' (1 to " + std::to_string(IFNAMSIZ - 1) +
@@ -263,6 +292,10 @@ int Netlink::on_message(nl_msg* msg, void* arg) {
     auto* self = static_cast<Netlink*>(arg);
     ++self->counters_.messages;
     if (self->result_ != nullptr) ++self->result_->messages;
+    if (!multipath_well_formed(nlmsg_hdr(msg))) {
+        ++self->counters_.errors;
+        return NL_OK;
+    }
     int err = nl_msg_parse(msg, [](nl_object* obj, void* a) { static_cast<Netlink*>(a)->apply(obj, false); }, self);
     if (err < 0 && err != -NLE_MSGTYPE_NOSUPPORT) ++self->counters_.errors;
     return NL_OK;
@@ -322,7 +355,14 @@ void Netlink::apply_addr(nl_object* obj, bool removed) {
         ++counters_.ignored;
         return;
     }
-    InterfaceAddr ia{*local, uint8_t(rtnl_addr_get_prefixlen(a))};
+    // ifa_prefixlen is a byte: a length over 32 is no IPv4 prefix (and would
+    // shift by a negative count in Ipv4Prefix::mask_of; found by fuzz_netlink).
+    const int prefix_len = rtnl_addr_get_prefixlen(a);
+    if (prefix_len < 0 || prefix_len > 32) {
+        ++counters_.errors;
+        return;
+    }
+    InterfaceAddr ia{*local, uint8_t(prefix_len)};
     auto& v = iface_.addrs;
     auto it = std::find(v.begin(), v.end(), ia);
     if (removed) {
@@ -380,7 +420,14 @@ void Netlink::apply_route(nl_object* obj, bool removed) {
     default: ++counters_.ignored; return; // local, broadcast, multicast, ... (not in main)
     }
     nl_addr* dst = rtnl_route_get_dst(r);
-    const uint8_t len = dst == nullptr ? 0 : uint8_t(nl_addr_get_prefixlen(dst));
+    // rtm_dst_len is a byte: over 32 is no IPv4 prefix (fuzz_netlink found the
+    // negative shift in Ipv4Prefix::mask_of it caused).
+    const unsigned dst_len = dst == nullptr ? 0 : nl_addr_get_prefixlen(dst);
+    if (dst_len > 32) {
+        ++counters_.errors;
+        return;
+    }
+    const uint8_t len = uint8_t(dst_len);
     Ipv4Addr dst_addr{};
     if (dst != nullptr && nl_addr_get_len(dst) != 0) {
         auto a = ipv4_of(dst);

@@ -65,6 +65,7 @@
 struct nl_sock;
 struct nl_object;
 struct nl_msg;
+struct nlmsghdr;
 
 namespace crescent::ctrl {
 
@@ -155,6 +156,10 @@ public:
     const Counters& counters() const { return counters_; }
 
 private:
+    // tests/fuzz/fuzz_netlink.cpp: builds a Netlink without sockets and feeds
+    // it raw rtnetlink messages through on_message() / apply().
+    friend struct NetlinkTestAccess;
+
     // Route identity in the kernel's main table: (dst, len, tos, priority).
     using RouteKey = std::tuple<uint32_t, uint8_t, uint8_t, uint32_t>;
 
@@ -170,6 +175,9 @@ private:
     std::unique_ptr<const Snapshot> build(); // from the master tables, with the next generation
 
     static int on_message(nl_msg* msg, void* arg);
+    // False for a route message whose RTA_MULTIPATH next hops libnl would
+    // mis-parse (see netlink.cpp); on_message refuses it (counters().errors).
+    static bool multipath_well_formed(const nlmsghdr* h);
 
     std::string ifname_;
     int ifindex_;
