@@ -396,6 +396,11 @@ struct EngineConfig {
     uint32_t idle_spin = 0;
     Duration idle_sleep = std::chrono::microseconds(100); // longest idle nap
     uint32_t epoll_batch = 16;        // events per epoll_wait
+    // Engines with a device poll their epoll set (add_fd(): the control socket,
+    // the metrics server, the application's own fds) at most once per
+    // `fd_poll_interval` while busy: an epoll_wait per loop iteration costs a
+    // system call per packet burst. 0 = every iteration.
+    Duration fd_poll_interval = std::chrono::microseconds(50);
     KernelWait kernel_wait = KernelWait::Busy;  // engines without a device only
 };
 

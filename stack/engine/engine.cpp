@@ -78,6 +78,7 @@ tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps) {
     c.rcv_buf = o.rcv_buf;
     c.snd_buf = o.snd_buf;
     c.nagle = o.nagle;
+    c.ack_hold = std::chrono::microseconds(10);  // a reply or the train's end carries the ACK
     c.keepalive.enabled = o.keepalive;
     c.keepalive.idle = o.keepalive_idle;
     c.keepalive.interval = o.keepalive_interval;
@@ -285,7 +286,8 @@ size_t EngineImpl::poll_once() {
     if (!txq_.empty()) flush_tx();
     else if (dev_->tx_pending()) dev_->flush();
     nexthop_->quiescent();
-    if (!fds_.empty()) {
+    if (!fds_.empty() && now - last_fd_poll_ >= p_.cfg.fd_poll_interval) {
+        last_fd_poll_ = now;
         uint64_t before = st_.epoll_events;
         poll_fds(Duration::zero());
         work += size_t(st_.epoll_events - before);

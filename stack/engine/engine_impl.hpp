@@ -287,6 +287,7 @@ private:
     int epfd_ = -1;
     std::unordered_map<int, std::function<void(uint32_t)>> fds_;
     uint32_t idle_count_ = 0;
+    Instant last_fd_poll_{};      // when poll_once() last polled the epoll set (fd_poll_interval)
 
     EngineStats st_;
     StatsPublisher pub_;               // snapshots for other threads (tick() per iteration)

@@ -961,7 +961,11 @@ void Tcb::receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant no
 void Tcb::ack_received_data(bool /*in_order_full*/, bool force_now, Instant now, Actions& /*out*/) {
     ++delack_segs_;
     if (force_now || delack_segs_ >= cfg_.delayed_ack_segments) {
-        ack_now_ = true;
+        if (!force_now && cfg_.ack_hold.count() > 0 && delack_segs_ < cfg_.ack_hold_segments) {
+            if (delack_at_ > now + cfg_.ack_hold) delack_at_ = now + cfg_.ack_hold;  // Config::ack_hold
+        } else {
+            ack_now_ = true;
+        }
     } else if (delack_at_.is_never()) {
         delack_at_ = now + cfg_.delayed_ack;
     }

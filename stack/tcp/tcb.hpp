@@ -85,6 +85,14 @@ struct Config {
     // `delayed_ack_segments` full-sized segments, or when the timer fires.
     Duration delayed_ack = std::chrono::milliseconds(1);
     uint32_t delayed_ack_segments = 2;   // 1 = ACK every segment
+    // Hold the count-triggered ACK (every `delayed_ack_segments`-th segment)
+    // for up to `ack_hold`, or until `ack_hold_segments` segments are
+    // unacknowledged: a segment we send meanwhile (an RPC's reply) carries it,
+    // and a train of segments arriving back to back gets one ACK, as Linux's
+    // GRO gives. ACKs that must go at once (duplicates, out of order, FIN,
+    // window updates) are not held. 0 = off (RFC 5681 §4.2 as written).
+    Duration ack_hold{0};
+    uint32_t ack_hold_segments = 8;
 
     // TCP segmentation offload: when above the send MSS, new data goes out in
     // OutSegments of up to this many payload bytes (a whole number of

@@ -535,6 +535,45 @@ TEST_CASE("RFC 1122 §4.2.3.2 delayed ACK: every second segment or the timer", "
     CHECK(t.tcb->stats().delayed_acks == 1);
 }
 
+TEST_CASE("ack_hold: the count-triggered ACK is held, and a reply sent meanwhile carries it", "[tcp][delack]") {
+    Config c = TcbFixture::default_config();
+    c.delayed_ack_segments = 2;
+    c.delayed_ack = 1ms;
+    c.ack_hold = 10us;
+    c.ack_hold_segments = 4;
+    TcbFixture t(c);
+    t.to_established();
+    // A train of three segments: held, then one ACK when the hold ends.
+    t.recv(t.seg(ACK, 0, 0), "aa");
+    t.recv(t.seg(ACK, 2, 0), "bb");
+    t.recv(t.seg(ACK, 4, 0), "cc");
+    t.expect_nothing();
+    CHECK(t.tcb->next_deadline() == t.now + 10us);
+    t.advance(9us);
+    t.expect_nothing();
+    t.advance(1us);
+    t.expect_sent({{ACK, 0, 6}});
+    // A request in two segments answered within the hold: the reply carries the ACK.
+    t.recv(t.seg(ACK, 6, 0), "dd");
+    t.recv(t.seg(ACK, 8, 0), "ee");
+    t.expect_nothing();
+    REQUIRE(t.send("reply") == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK | PSH, 0, 10, "reply"}});
+    t.advance(1ms);
+    t.expect_nothing();
+    // ack_hold_segments unacknowledged: the ACK goes at once.
+    t.recv(t.seg(ACK, 10, 0), "f");
+    t.recv(t.seg(ACK, 11, 0), "g");
+    t.recv(t.seg(ACK, 12, 0), "h");
+    t.expect_nothing();
+    t.recv(t.seg(ACK, 13, 0), "i");
+    t.expect_sent({{ACK, 5, 14}});
+    // Out-of-order data is still acknowledged at once.
+    t.recv(t.seg(ACK, 20, 0), "zz");
+    t.expect_sent({{ACK, 5, 14}});
+}
+
 TEST_CASE("RFC 9293 §3.10.7.4 first: unacceptable segment gets an ACK and is dropped", "[tcp][data]") {
     TcbFixture t;
     t.to_established();
