@@ -471,6 +471,22 @@ std::unique_ptr<Arena::Impl> make_impl(const Config& cfg) {
 
 } // namespace
 
+namespace {
+// The inline alloc/free paths' view of the new arena (detail::g_hot).
+void publish_hot(const Arena::Impl& im) {
+    detail::ArenaHot& h = detail::g_hot;
+    for (unsigned i = 0; i < im.nclasses; ++i) h.class_size[i] = im.classes[i];
+    h.cores = im.hot.get();
+    h.nclasses = im.nclasses;
+    for (unsigned w = 0; w <= 64; ++w) {
+        uint64_t smallest = w == 0 ? 0 : uint64_t{1} << (w - 1);  // least size of bit width w
+        unsigned c = 0;
+        while (c < im.nclasses && smallest > im.classes[c]) ++c;
+        h.class_by_width[w] = uint8_t(c);
+    }
+}
+} // namespace
+
 std::unique_ptr<Arena> Arena::create(const Config& cfg, std::string* err) {
     if (!validate(cfg, err)) return nullptr;
     if (cfg.backing == Backing::External) {
@@ -518,9 +534,7 @@ std::unique_ptr<Arena> Arena::create(const Config& cfg, std::string* err) {
     std::unique_ptr<Arena> a(new Arena(std::move(im)));
     g_arena = a.get();
     g_impl = a->impl_.get();
-    for (unsigned i = 0; i < g_impl->nclasses; ++i) detail::g_hot.class_size[i] = g_impl->classes[i];
-    detail::g_hot.cores = g_impl->hot.get();
-    detail::g_hot.nclasses = g_impl->nclasses;
+    publish_hot(*g_impl);
     detail::g_region = {reinterpret_cast<uintptr_t>(g_impl->base),
                         reinterpret_cast<uintptr_t>(g_impl->base) + len};
     return a;
@@ -542,9 +556,7 @@ std::unique_ptr<Arena> Arena::create(const Config& cfg, ExternalMemory mem, std:
     std::unique_ptr<Arena> a(new Arena(std::move(im)));
     g_arena = a.get();
     g_impl = a->impl_.get();
-    for (unsigned i = 0; i < g_impl->nclasses; ++i) detail::g_hot.class_size[i] = g_impl->classes[i];
-    detail::g_hot.cores = g_impl->hot.get();
-    detail::g_hot.nclasses = g_impl->nclasses;
+    publish_hot(*g_impl);
     detail::g_region = {va, va + len};
     return a;
 }

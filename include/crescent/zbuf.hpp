@@ -34,6 +34,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -156,6 +157,10 @@ struct ArenaHot {
     uint32_t class_size[kMaxClasses]; // ascending
     uint32_t nclasses;                // 0 without an arena
     CoreHot* cores;                   // kMaxCores entries
+    // class_by_width[w]: the first class that can hold a size of bit width w
+    // (>= 2^(w-1)); nclasses when none. alloc() starts its search there, so
+    // the walk over class_size takes 0-1 steps instead of up to kMaxClasses.
+    uint8_t class_by_width[65];
 };
 extern ArenaHot g_hot;
 // The calling thread's core id (CoreScope), kNoCore if none. __thread rather
@@ -444,7 +449,7 @@ public:
     Zbuf alloc(size_t size) {
         const detail::ArenaHot& a = detail::g_hot;
         unsigned core = detail::t_core;
-        unsigned cls = 0;
+        unsigned cls = a.class_by_width[std::bit_width(size)];
         while (cls < a.nclasses && size > a.class_size[cls]) ++cls;
         if (__builtin_expect(cls < a.nclasses && core < kMaxCores, 1)) {
             detail::CoreHot& h = a.cores[core];
