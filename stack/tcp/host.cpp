@@ -379,6 +379,13 @@ struct Host::Impl {
             ++stats.drop_listen_bad;  // fourth: other text or control: drop
             return;
         }
+        // A SYN with FIN is no opening a real peer sends (a scan, e.g. nmap's);
+        // Linux drops it in LISTEN (tcp_rcv_state_process) and so do we, rather
+        // than spend a connection slot and a SYN-ACK on it.
+        if (seg.has(FIN)) {
+            ++stats.drop_listen_bad;
+            return;
+        }
         if (l.pending >= l.backlog) {
             if (!cfg.syn_cookies) {
                 ++stats.drop_backlog_full;

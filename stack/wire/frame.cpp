@@ -21,6 +21,7 @@ std::string_view drop_name(Drop d)
     case Drop::TcpBadChecksum: return "tcp_bad_checksum";
     case Drop::TcpBadOption: return "tcp_bad_option";
     case Drop::TcpBadOptionLength: return "tcp_bad_option_length";
+    case Drop::IpBadSource: return "ip_bad_source";
     case Drop::Count_: break;
     }
     return "unknown";

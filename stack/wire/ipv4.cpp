@@ -2,7 +2,8 @@
 //
 // Input checks follow the order of Linux's ip_rcv_core(): version and IHL,
 // header present, header checksum, total length against the buffer (so
-// Ethernet padding past the total length is excluded). Options are skipped,
+// Ethernet padding past the total length is excluded); then, for TCP, the
+// martian-source check Linux makes at routing (ip_route_input_slow). Options are skipped,
 // not interpreted. Fragments are dropped: the stack does no reassembly (the
 // peers negotiate an MSS that fits the MTU and set DF).
 #include <cassert>
@@ -17,6 +18,17 @@ namespace {
 inline constexpr uint16_t kFlagDf = 0x4000;
 inline constexpr uint16_t kFlagMf = 0x2000;
 inline constexpr uint16_t kFragOffsetMask = 0x1fff;
+
+// RFC 1122 §3.2.1.3 / RFC 1812 §5.3.7: addresses that are never a host's
+// source: "this network" 0/8, loopback 127/8, multicast 224/4, reserved
+// 240/4 (which holds the limited broadcast 255.255.255.255). As Linux's
+// martian-source check, also a packet that claims our own destination as its
+// source (a "land" packet).
+bool martian_source(Ipv4Addr src, Ipv4Addr dst)
+{
+    const uint32_t top = src.v >> 24;
+    return top == 0 || top == 127 || top >= 224 || src == dst;
+}
 } // namespace
 
 Drop parse_ipv4(Bytes packet, bool checksum_verified, Ipv4Repr* out, size_t* payload_off)
@@ -51,7 +63,9 @@ Drop parse_ipv4(Bytes packet, bool checksum_verified, Ipv4Repr* out, size_t* pay
     out->dst.v = ld32(packet, 16);
     out->payload_len = uint16_t(total_len - header_len);
     *payload_off = header_len;
-    return out->protocol == kIpProtoTcp ? Drop::None : Drop::IpNotTcp;
+    if (out->protocol != kIpProtoTcp)
+        return Drop::IpNotTcp;
+    return martian_source(out->src, out->dst) ? Drop::IpBadSource : Drop::None;
 }
 
 void emit_ipv4(const Ipv4Repr& r, MutBytes out, bool fill_checksum)

@@ -43,6 +43,8 @@ enum class Drop : uint8_t {
     TcpBadChecksum,
     TcpBadOption,      // option length 0/1, or an option overrunning the header
     TcpBadOptionLength,// a known option with the wrong length (e.g. MSS len != 4)
+    IpBadSource,       // martian source (RFC 1122 §3.2.1.3, RFC 1812 §5.3.7): 0/8, 127/8,
+                       // multicast, 240/4 and broadcast, or source == destination (land)
     Count_
 };
 std::string_view drop_name(Drop d);
@@ -100,6 +102,10 @@ struct Ipv4Repr {
 // Options are skipped (bounds-checked). On success *payload_off is IHL*4 and the
 // payload is exactly repr.payload_len bytes (Ethernet padding is excluded).
 // A protocol other than TCP returns IpNotTcp with *out and *payload_off filled.
+// A TCP packet from a source no host may have (see Drop::IpBadSource) is
+// dropped: answering it would send to a multicast or broadcast group, to
+// loopback, or to ourselves. (The subnet's directed broadcast is not known
+// here; the caller that knows the prefix must refuse it.)
 Drop parse_ipv4(Bytes packet, bool checksum_verified, Ipv4Repr* out, size_t* payload_off);
 // Writes a 20-byte header. `fill_checksum` false leaves it 0 (device offload).
 void emit_ipv4(const Ipv4Repr& r, MutBytes out, bool fill_checksum = true);

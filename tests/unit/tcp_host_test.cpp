@@ -482,6 +482,29 @@ TEST_CASE("Host: RSTs to unknown ports are rate limited when configured", "[tcp]
     CHECK(out.segments.size() == 1);
 }
 
+TEST_CASE("RFC 9293 §3.10.7.2 LISTEN: SYN+FIN, SYN+RST, Xmas and null segments open nothing", "[tcp][host]") {
+    crescent::test::ZbufArenaFixture arena;
+    Host h(host_cfg(kA));
+    REQUIRE(h.listen(80, 4) == ListenResult::Ok);
+    Actions out;
+    Instant now = Instant::from_nanos(1);
+    const uint8_t odd[] = {SYN | FIN, SYN | RST, uint8_t(FIN | SYN | RST | PSH | ACK | URG), 0, FIN | PSH | URG};
+    uint16_t port = 4000;
+    for (uint8_t f : odd) {
+        TcpRepr s = syn_to(port++, 80, 100);
+        s.flags = f;
+        h.on_segment(kB, kA, 0, s, Slice(), now, out);
+    }
+    CHECK(out.segments.empty());  // no SYN-ACK (and no RST: none of them carries an ACK without RST)
+    CHECK(h.connection_count() == 0);
+    CHECK(h.stats().drop_listen_bad == 5);
+    CHECK(h.stats().accepted == 0);
+    // A plain SYN still opens.
+    h.on_segment(kB, kA, 0, syn_to(port, 80, 100), Slice(), now, out);
+    REQUIRE(out.segments.size() == 1);
+    CHECK(out.segments[0].repr.flags == (SYN | ACK));
+}
+
 TEST_CASE("Host: backlog without cookies drops SYNs beyond the limit", "[tcp][host]") {
     crescent::test::ZbufArenaFixture arena;
     HostConfig c = host_cfg(kA);

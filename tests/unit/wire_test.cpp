@@ -496,6 +496,34 @@ TEST_CASE("drop reasons: IPv4", "[wire][drop]")
         CHECK(parse(f, &got) == Drop::IpNotTcp);
         CHECK(got.ip.protocol == 17);
     }
+    SECTION("martian sources: 0/8, 127/8, multicast, 240/4 and broadcast, land (src == dst)") {
+        const uint32_t dst = get16(good, kIpOff + 16) << 16 | get16(good, kIpOff + 18);
+        for (uint32_t src : {0x00000000u, 0x00010203u, 0x7f000001u, 0xe0000001u, 0xefffffffu, 0xf0000001u,
+                             0xffffffffu, dst}) {
+            ByteVec f = good;
+            put16(f, kIpOff + 12, uint16_t(src >> 16));
+            put16(f, kIpOff + 14, uint16_t(src));
+            fix_ip_csum(f, kIpOff);
+            INFO("source " << std::hex << src);
+            CHECK(parse(f) == Drop::IpBadSource);
+        }
+        // Next to them, ordinary sources get as far as the TCP checksum (not fixed here).
+        for (uint32_t src : {0x01000001u, 0x7e000001u, 0x80000001u, 0xdfffffffu, dst + 1}) {
+            ByteVec f = good;
+            put16(f, kIpOff + 12, uint16_t(src >> 16));
+            put16(f, kIpOff + 14, uint16_t(src));
+            fix_ip_csum(f, kIpOff);
+            INFO("source " << std::hex << src);
+            CHECK(parse(f) == Drop::TcpBadChecksum);
+        }
+        // A non-TCP packet from a martian source is still the caller's (IpNotTcp, repr filled).
+        ByteVec f = good;
+        put16(f, kIpOff + 12, 0xe000);
+        f[kIpOff + 9] = std::byte(1);
+        fix_ip_csum(f, kIpOff);
+        CHECK(parse(f) == Drop::IpNotTcp);
+        CHECK(drop_name(Drop::IpBadSource) == "ip_bad_source");
+    }
 }
 
 TEST_CASE("drop reasons: TCP header", "[wire][drop]")
