@@ -149,9 +149,10 @@ bool Netlink::multipath_well_formed(const nlmsghdr* h) {
             rtnexthop nh;
             std::memcpy(&nh, p, sizeof nh);
             if (tlen < nh.rtnh_len) break; // where libnl stops too
-            if (nh.rtnh_len < sizeof(rtnexthop) || RTNH_ALIGN(nh.rtnh_len) > tlen) return false;
-            tlen -= RTNH_ALIGN(nh.rtnh_len);
-            p += RTNH_ALIGN(nh.rtnh_len);
+            const size_t step = size_t(RTNH_ALIGN(nh.rtnh_len));
+            if (nh.rtnh_len < sizeof(rtnexthop) || step > tlen) return false;
+            tlen -= step;
+            p += step;
         }
     }
     return true;
