@@ -1,20 +1,28 @@
-// libFuzzer target for stack/tcp: a Host with a listener and one established
-// connection, driven by a program decoded from the input:
+// libFuzzer target for stack/tcp: a Host with two listeners (port 80, backlog
+// 4; port 443, backlog 1, so a second half-open connection gets a SYN cookie)
+// and one established connection, driven by a program decoded from the input:
 //
 //   byte 0          configuration (congestion control, SACK, timestamps, delayed ACK)
 //   then ops        0-2  a segment on the established 4-tuple, fields relative to
 //                        the current sequence state (so most land in the window)
-//                   3    a segment from another 4-tuple (SYN flood, stray ACK/RST)
+//                   3    a segment from another 4-tuple (SYN flood, stray ACK/RST);
+//                        bit 0x08: from the established connection's own 4-tuple
+//                        (stray segments to it, or to its TIME-WAIT record, and
+//                        SYNs that reuse it); bit 0x20: instead a full handshake
+//                        from a new peer port (SYN, the SYN-ACK's ISN or cookie
+//                        echoed in the ACK) to port 80, or 443 with bit 0x10
 //                   4    a raw frame from the input, through wire::parse_frame
 //                   5    advance the virtual clock, run timers
-//                   6    application send()
-//                   7    application flush / shutdown / close / abort
+//                   6    application send()        bit 0x80: on an extra connection
+//                   7    application flush / shutdown / close / abort / unlisten
+//                        443 / listen 443 again    bit 0x80: on an extra connection
 //
-// After every op the invariants are checked (abort on violation): snd.una <=
-// snd.nxt, flight within the send buffer, cwnd > 0, emitted segments within
-// the MSS and the peer window bounds, payload views readable. After the Host
-// is destroyed every zbuf it held must be back (no leak). Every emitted
-// segment is serialised with wire::emit_* and parsed back.
+// The connections of the handshakes are accepted and kept (up to 8 extra).
+// After every op the invariants are checked on every connection (abort on
+// violation): snd.una <= snd.nxt, flight within the send buffer, cwnd > 0,
+// emitted segments within the MSS and the peer window bounds, payload views
+// readable. After the Host is destroyed every zbuf it held must be back (no
+// leak). Every emitted segment is serialised with wire::emit_* and parsed back.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +32,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <crescent/zbuf.hpp>
 
@@ -39,7 +48,8 @@ namespace fl = wire::tcp_flags;
 namespace {
 
 constexpr wire::Ipv4Addr kUs{0x0a000002}, kPeer{0x0a000001};
-constexpr uint16_t kPort = 80, kPeerPort = 5555;
+constexpr uint16_t kPort = 80, kPort2 = 443, kPeerPort = 5555;
+constexpr size_t kMaxExtra = 8;
 
 [[noreturn]] void fail(const char* what) { fuzz::fail("fuzz_tcb", what); }
 
@@ -91,6 +101,7 @@ struct Harness {
     Actions out;
     Instant now = Instant::from_nanos(1'000'000'000);
     std::optional<ConnId> conn;
+    std::vector<ConnId> extra;   // accepted connections other than `conn`
     Peer peer;
     uint32_t mss = 1460;
 
@@ -158,16 +169,29 @@ struct Harness {
         }
         for (const Event& e : out.events) {
             if (e.kind == EventKind::Acceptable)
-                while (auto id = host.accept(e.port))
-                    if (!conn) conn = id;
-            if (e.kind == EventKind::Closed && conn && e.conn == *conn) conn.reset();
+                while (auto id = host.accept(e.port)) {
+                    if (!conn)
+                        conn = id;
+                    else if (extra.size() < kMaxExtra)
+                        extra.push_back(*id);
+                    else
+                        host.close(*id); // not tracked: let it finish on its own
+                }
+            if (e.kind == EventKind::Closed) {
+                if (conn && e.conn == *conn) conn.reset();
+                std::erase(extra, e.conn);
+            }
         }
         out.clear();
     }
 
     void check_invariants() {
-        if (!conn) return;
-        const Tcb* t = host.find(*conn);
+        if (conn) check_conn(*conn);
+        for (ConnId c : extra) check_conn(c);
+    }
+
+    void check_conn(ConnId c) {
+        const Tcb* t = host.find(c);
         if (!t) return;
         Stats s = t->stats();
         if (SeqNum(s.snd_nxt) < SeqNum(s.snd_una)) fail("snd.nxt < snd.una");
@@ -199,6 +223,53 @@ void fill_options(Reader& r, wire::TcpRepr& t, Peer& p, uint8_t mask) {
     if (mask & 16) t.opts.sack_permitted = true;
 }
 
+// The connection an application op acts on: with bit 0x80 one of the extra
+// connections (chosen by the next byte), else the first one.
+std::optional<ConnId> pick(Harness& h, Reader& r, uint8_t op) {
+    if (!(op & 0x80)) return h.conn;
+    const uint8_t i = r.u8();
+    if (h.extra.empty()) return std::nullopt;
+    return h.extra[i % h.extra.size()];
+}
+
+// A new peer on `src_port` opens a connection to `port`: SYN, then the ACK of
+// whatever SYN-ACK came back (a SYN cookie once the backlog is full), with
+// optional data. The Host accepts it in settle().
+void handshake(Harness& h, Reader& r, uint16_t src_port, uint16_t port) {
+    const uint8_t flags = r.u8();
+    wire::TcpRepr syn;
+    syn.src_port = src_port;
+    syn.dst_port = port;
+    syn.seq = SeqNum(r.u32());
+    syn.flags = fl::SYN;
+    syn.window = r.u16();
+    syn.opts.mss = uint16_t(536 + r.u16() % 1000);
+    if (flags & 1) syn.opts.wscale = uint8_t(flags >> 4);
+    if (flags & 2) syn.opts.sack_permitted = true;
+    if (flags & 4) syn.opts.ts = wire::Timestamps{h.peer.tsval, 0};
+    h.host.on_segment(kPeer, kUs, 0, syn, Slice(), h.now, h.out);
+    std::optional<SeqNum> iss;
+    std::optional<uint32_t> tsval;
+    for (const OutSegment& s : h.out.segments)
+        if (s.repr.dst_port == src_port && s.repr.has(fl::SYN) && s.repr.has(fl::ACK)) {
+            iss = s.repr.seq;
+            if (s.repr.opts.ts) tsval = s.repr.opts.ts->tsval;
+        }
+    h.settle();
+    h.check_invariants();
+    if (!iss) return; // no listener, or the SYN was refused
+    wire::TcpRepr ack;
+    ack.src_port = src_port;
+    ack.dst_port = port;
+    ack.seq = syn.seq + 1;
+    ack.ack = *iss + 1;
+    ack.flags = fl::ACK | ((flags & 8) ? fl::PSH : 0);
+    ack.window = syn.window;
+    if (syn.opts.ts) ack.opts.ts = wire::Timestamps{h.peer.tsval + 1, tsval.value_or(0)};
+    const size_t len = (flags & 8) ? r.u8() : 0;
+    h.segment(ack, make_payload(r.take(std::min<size_t>(len, 16)), len));
+}
+
 void run(const uint8_t* data, size_t size) {
     Reader r(data, size);
     uint8_t cfgb = r.u8();
@@ -218,6 +289,7 @@ void run(const uint8_t* data, size_t size) {
     hc.secret = {0x1234, 0x5678};
     Harness h(hc);
     if (h.host.listen(kPort, 4) != ListenResult::Ok) fail("listen");
+    if (h.host.listen(kPort2, 1) != ListenResult::Ok) fail("listen on the second port");
 
     // Handshake: SYN -> SYN-ACK -> ACK, options as configured.
     const SeqNum peer_iss(r.u32());
@@ -276,8 +348,13 @@ void run(const uint8_t* data, size_t size) {
             break;
         }
         case 3: {
+            if (op & 0x20) {
+                handshake(h, r, uint16_t(kPeerPort + 1 + r.u8() % 16), (op & 0x10) ? kPort2 : kPort);
+                break;
+            }
             wire::TcpRepr t;
             t.src_port = uint16_t(kPeerPort + 1 + r.u8());
+            if (op & 0x08) t.src_port = kPeerPort;
             t.dst_port = (op & 0x80) ? uint16_t(r.u16()) : kPort;
             t.seq = SeqNum(r.u32());
             t.ack = SeqNum(r.u32());
@@ -315,24 +392,32 @@ void run(const uint8_t* data, size_t size) {
             break;
         }
         case 6: {
-            if (!h.conn) break;
+            std::optional<ConnId> c = pick(h, r, op);
+            if (!c) break;
             size_t len = 1 + r.u16() % 20000;
             Slice s = arena()->alloc_slice(std::min<size_t>(len, 16384));
             if (!s) break;
             std::memset(s.data(), 0x5a, s.size());
-            h.host.send(*h.conn, s); // WouldBlock leaves the slice with us: freed here
+            h.host.send(*c, s); // WouldBlock leaves the slice with us: freed here
             h.host.flush(h.now, h.out);
             h.settle();
             h.check_invariants();
             break;
         }
         case 7: {
-            if (!h.conn) break;
-            switch (r.u8() % 4) {
-            case 0: break; // just flush
-            case 1: h.host.shutdown_write(*h.conn); break;
-            case 2: h.host.close(*h.conn); break;
-            case 3: h.host.abort(*h.conn, h.now, h.out); break;
+            std::optional<ConnId> c = pick(h, r, op);
+            const uint8_t sub = r.u8() % 6;
+            if (sub == 4) {
+                h.host.unlisten(kPort2, h.now, h.out); // resets its unaccepted connections
+            } else if (sub == 5) {
+                (void)h.host.listen(kPort2, 1); // AddressInUse while it still listens
+            } else if (c) {
+                switch (sub) {
+                case 0: break; // just flush
+                case 1: h.host.shutdown_write(*c); break;
+                case 2: h.host.close(*c); break;
+                case 3: h.host.abort(*c, h.now, h.out); break;
+                }
             }
             h.host.flush(h.now, h.out);
             h.settle();

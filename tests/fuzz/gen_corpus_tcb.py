@@ -59,8 +59,8 @@ def app(sub):  # 0 flush, 1 shutdown_write, 2 close, 3 abort
     return bytes([7, sub])
 
 
-def other_port(flags, dport=None, seq=0, ack=0, window=1000, src=None):
-    op = 3 | (0x80 if dport is not None else 0) | (0x40 if src is not None else 0)
+def other_port(flags, dport=None, seq=0, ack=0, window=1000, src=None, own_tuple=False):
+    op = 3 | (0x80 if dport is not None else 0) | (0x40 if src is not None else 0) | (0x08 if own_tuple else 0)
     b = bytes([op, 1])
     if dport is not None:
         b += u16(dport)
@@ -68,6 +68,24 @@ def other_port(flags, dport=None, seq=0, ack=0, window=1000, src=None):
     if src is not None:
         b += u32(src)
     return b
+
+
+def handshake(idx, port443=False, wscale=None, sack=True, ts=True, data=b"", seq=0, window=65535, mss=1460):
+    """A full handshake from peer port 5556 + idx % 16 (op 3 with bit 0x20)."""
+    flags = (1 | (wscale << 4) if wscale is not None else 0) | (2 if sack else 0) | (4 if ts else 0) | \
+        (8 if data else 0)
+    b = bytes([3 | 0x20 | (0x10 if port443 else 0), idx, flags]) + u32(seq) + u16(window) + u16(mss - 536)
+    if data:
+        b += bytes([len(data)]) + data[:16]
+    return b
+
+
+def extra_send(idx, n):
+    return bytes([6 | 0x80, idx]) + u16(n)
+
+
+def extra_app(idx, sub):  # 0 flush, 1 shutdown_write, 2 close, 3 abort, 4 unlisten 443, 5 listen 443
+    return bytes([7 | 0x80, idx, sub])
 
 
 def seeds():
@@ -92,6 +110,15 @@ def seeds():
     yield "abort", bytes([0x3C]) + iss + data_seg(PSH, length=200) + app_send(100) + app(3) + timer(ms=1)
     yield "dup_sack_ts", bytes([0]) + iss + data_seg(0, length=300, opt_mask=0x01, opts=bytes([1])) + \
         data_seg(0, dseq=0xFF00, length=300, opt_mask=0x41, opts=bytes([1]) + u32(0)) + timer(us=500)
+    yield "handshakes", bytes([0]) + iss + handshake(1, seq=111) + handshake(2, wscale=7, seq=222, data=b"hello") + \
+        extra_send(0, 3000) + extra_send(1, 100) + timer(ms=5) + extra_app(0, 2) + extra_app(1, 3) + timer(ms=300)
+    yield "syn_cookies_443", bytes([0]) + iss + handshake(3, True, seq=3) + handshake(4, True, seq=4, ts=False) + \
+        handshake(5, True, wscale=2, seq=5, sack=False, data=b"x" * 16) + extra_send(2, 2000) + timer(ms=2) + \
+        extra_app(0, 4) + extra_app(0, 5) + handshake(6, True, seq=6)
+    yield "time_wait_reuse", bytes([0]) + iss + app(2) + data_seg(0, length=0) + data_seg(FIN, length=0) + \
+        timer(ms=1) + other_port(SYN, seq=5000000, own_tuple=True) + timer(ms=10) + \
+        other_port(ACK, seq=1000001, own_tuple=True) + timer(ms=65535) + timer(ms=65535) + \
+        other_port(SYN, seq=9, own_tuple=True)
 
 
 def main():
