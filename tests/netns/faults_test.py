@@ -28,15 +28,18 @@ goes down is flushed; a connected route comes back with the link).
            packets toward A (>= 80 % of them; the rest carried the byte's value already),
            and the kernel peer's TcpInCsumErrors rises too.
   peer     knb server --proto echo --keepalive 1,0.5,3 (crescent) against kernel clients
-           that hash what they get back: (a) a client killed with SIGKILL mid-transfer (its
-           socket has SO_LINGER 0: the kernel sends RST): the server's stream ends
+           that check every byte they get back: (a) a client killed with SIGKILL mid-transfer
+           (its socket has SO_LINGER 0: the kernel sends RST): the server's stream ends
            reset-by-peer; (b) silence with the link kept: R drops every packet of two
-           connections (one idle: keepalive-timeout after ~2.5 s; one mid-transfer:
-           retransmit-timeout after 12 backed-off RTOs); meanwhile a new client transfers
-           byte-exact (reconnect works). Checked: crescent-stat connections back to 0, zbuf
-           live objs back to the baseline (+-16, the per-core caches), the server's --stats
-           line counts closed_reset-by-peer, closed_keepalive-timeout and
-           closed_retransmit-timeout.
+           connections (one idle: keepalive-timeout after ~2.5 s; one mid-transfer, whose
+           echoes R drops 0.3 s earlier so the server surely holds unacknowledged data:
+           retransmit-timeout, checked against the time 13 doubling expiries of the RTO read
+           just before the outage take, capped at 60 s each: ~41 s at the 5 ms floor);
+           meanwhile a new client transfers 4 MiB byte-exact (reconnect works). Checked:
+           crescent-stat connections back to 0, zbuf live objs (arena + external) back to the
+           baseline (+-16, the per-core caches), the server's --stats line counts
+           closed_reset-by-peer, closed_keepalive-timeout and closed_retransmit-timeout for
+           the 5 connections it accepted.
   crash    a crescent knb server (default file prefix) under load from a kernel client, killed
            with SIGKILL, then started again on the same interface. Running / after the kill /
            after the restart: the XDP program (id on the interface; unloaded after the
@@ -701,7 +704,6 @@ def case_crash():
         check(srv.wait_for("knb server: ready", 40), "the crescent server is up")
         dead = srv.p.pid
         dead_prefix = f"crescent{dead}"
-        b.files += [f"/dev/hugepages/{dead_prefix}map_*"]
         up = state_of(b, dead_prefix)
         check(up["xdp_prog"] and up["registry"] and up["reserved"] != before["reserved"],
               f"running: XDP program {up['xdp_prog']} (maps {up['map_ids']}), reserved ports "
@@ -750,7 +752,6 @@ def case_crash():
         pid2 = int(m.group(1)) if m else srv2.p.pid
         print(f"restarted server: pid {pid2} (Popen pid {srv2.p.pid})", flush=True)
         new_prefix = f"crescent{pid2}"
-        b.files += [f"/dev/hugepages/{new_prefix}map_*"]
         out2 = srv2.output()
         check(re.search(rf"detached XDP program {up['xdp_prog']} left by dead pid {dead}", out2) is not None,
               f"the restart detached the dead instance's XDP program {up['xdp_prog']}")
