@@ -142,7 +142,7 @@ TxResult Queue::tx_enqueue(rte_mbuf* m) {
     if (m->nb_segs > 1 && !offloads_->multi_segs) {
         rte_mbuf* flat = linearize(m);
         if (flat == nullptr) {
-            return rte_pktmbuf_pkt_len(m) > uint32_t(rte_pktmbuf_data_room_size(tx_pool_) - RTE_PKTMBUF_HEADROOM)
+            return rte_pktmbuf_pkt_len(m) > uint32_t(rte_pktmbuf_data_room_size(frame_pool_) - RTE_PKTMBUF_HEADROOM)
                        ? TxResult::TooBig
                        : TxResult::NoMbuf;
         }
@@ -208,7 +208,7 @@ uint16_t Queue::flush() {
 
 rte_mbuf* Queue::linearize(rte_mbuf* chain) {
     uint32_t len = rte_pktmbuf_pkt_len(chain);
-    rte_mbuf* m = rte_pktmbuf_alloc(tx_pool_);
+    rte_mbuf* m = rte_pktmbuf_alloc(frame_pool_);
     if (m == nullptr) {
         stats_.linearize_nombuf++;
         return nullptr;
@@ -368,6 +368,9 @@ Status Port::open(uint16_t port_id, const PortConfig& cfg, std::unique_ptr<Port>
                                     "(tools/testbed hugepages 1024)",
                                     p->name_, tx_pool_n, rte_err()));
         }
+        // AF_XDP over a zbuf pool: that pool is the UMEM (zbuf::dpdk::PoolConfig::
+        // af_xdp_umem), and a frame built in it goes out without the PMD's copy.
+        queue->frame_pool_ = queue->rx_zpool_ && p->driver_ == "net_af_xdp" ? queue->rx_pool_ : queue->tx_pool_;
         queue->batch_.assign(batch, nullptr);
         p->queues_.push_back(std::move(queue));
         Queue& qq = *p->queues_.back();
@@ -410,7 +413,7 @@ Port::~Port() {
         if (q->rx_zpool_) q->rx_zpool_.reset(); // frees its mempool
         else rte_mempool_free(q->rx_pool_);
         rte_mempool_free(q->tx_pool_);
-        q->rx_pool_ = q->tx_pool_ = nullptr;
+        q->rx_pool_ = q->tx_pool_ = q->frame_pool_ = nullptr;
     }
 }
 

@@ -134,10 +134,13 @@ public:
     // failure (pool empty / too big), the chain untouched.
     rte_mbuf* linearize(rte_mbuf* chain);
     // A header/frame mbuf from the TX pool (nullptr when empty).
-    rte_mbuf* alloc_tx() { return rte_pktmbuf_alloc(tx_pool_); }
+    rte_mbuf* alloc_tx() { return rte_pktmbuf_alloc(frame_pool_); }
 
     rte_mempool* rx_pool() const { return rx_pool_; }
-    rte_mempool* tx_pool() const { return tx_pool_; }
+    // Where frames to send are allocated: the TX pool, or on AF_XDP the
+    // UMEM pool itself, so that the PMD hands the frame to the kernel by
+    // address instead of copying it into a UMEM buffer of its own.
+    rte_mempool* tx_pool() const { return frame_pool_; }
     const QueueStats& stats() const { return stats_; }
 
     // The thread that may use this queue (default: the first caller).
@@ -155,6 +158,7 @@ private:
     rte_mempool* rx_pool_ = nullptr;
     std::unique_ptr<zbuf::dpdk::MbufPool> rx_zpool_; // owns rx_pool_ when zbuf-backed
     rte_mempool* tx_pool_ = nullptr;
+    rte_mempool* frame_pool_ = nullptr;  // tx_pool_, or rx_pool_ when it is the AF_XDP UMEM
     // Frames that rte_eth_tx_prepare() refused are dropped (counted).
     void prepare();
 
