@@ -28,6 +28,7 @@
 #include <crescent/log.hpp>
 
 #include "bifurcation/xdp/steer_config.h"
+#include "stack/dev/stale.hpp"
 
 namespace crescent::dev {
 
@@ -359,6 +360,17 @@ void remove_dpdk_files(const std::string& prefix) {
     fs::remove_all(fs::path("/var/run/dpdk") / prefix, ec);
 }
 
+// EAL run directories of crashed instances that used the default prefix
+// ("crescent<pid>"; SIGKILL leaves them, and their hugepage files if any):
+// the pid is gone and nobody holds the prefix's lock.
+void remove_stale_dpdk_files() {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/var/run/dpdk", ec)) {
+        const std::string name = e.path().filename().string();
+        if (stale::gone(stale::pid_in(name, "crescent", ""))) remove_dpdk_files(name);
+    }
+}
+
 Status require_root_for_iface(const std::string& iface) {
     if (::geteuid() == 0) return {};
     return fail(Errc::NotRoot, fmt::format("AF_XDP on '{}' needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_IPC_LOCK): "
@@ -481,6 +493,7 @@ Status Runtime::start(const RuntimeConfig& cfg_in, std::unique_ptr<Runtime>* out
     eal_errors_clear();
     exit_guard_arm(0, 0, prefix);
     // rte_eal_init may permute argv; our strings stay alive in rt->argv_.
+    remove_stale_dpdk_files();
     std::vector<char*> argv_copy = argv;
     StdioCapture capture;
     int rc = rte_eal_init(int(argv_copy.size() - 1), argv_copy.data());

@@ -14,8 +14,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
+#include "stack/dev/stale.hpp"
 #include "stack/engine/engine_impl.hpp"
 #include "stack/engine/pcap.hpp"
 
@@ -116,6 +119,17 @@ std::vector<std::string> ControlSocket::candidate_paths(int pid) {
     return v;
 }
 
+namespace {
+// Sockets of crashed instances (SIGKILL leaves them): a pid that is gone.
+void remove_stale_sockets(const std::string& dir) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (stale::gone(stale::pid_in(name, "", ".sock"))) std::filesystem::remove(e.path(), ec);
+    }
+}
+} // namespace
+
 std::unique_ptr<ControlSocket> ControlSocket::open(std::string* err) {
     std::string last;
     for (const std::string& path : candidate_paths(int(::getpid()))) {
@@ -138,6 +152,7 @@ std::unique_ptr<ControlSocket> ControlSocket::open(std::string* err) {
             break;
         }
         ::unlink(path.c_str());  // left by an earlier process with our pid
+        remove_stale_sockets(dir);
         if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 16) != 0) {
             last = fmt::format("bind/listen {}: {}", path, std::strerror(errno));
             ::close(fd);

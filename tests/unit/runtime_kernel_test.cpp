@@ -6,6 +6,7 @@
 // (an idle engine loops a handful of times in 200 ms, a Busy one thousands),
 // stop() and SIGTERM end a loop asleep in epoll_wait at once, and starting
 // needs no EAL, no hugepage or runtime file and no root.
+#include <cctype>
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
@@ -59,9 +60,14 @@ using crescent::test::pattern;
 size_t files_of_this_pid(const char* dir) {
     std::error_code ec;
     size_t n = 0;
-    const std::string pid = std::to_string(::getpid());
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-        n += e.path().filename().string().find(pid) != std::string::npos;
+    // What an EAL start with the default prefix would leave: "crescent<pid>"
+    // (run directory) or "crescent<pid>map_N" (hugepage files); other tests'
+    // prefixes that merely contain these digits do not count.
+    const std::string prefix = "crescent" + std::to_string(::getpid());
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        n += name.starts_with(prefix) && (name.size() == prefix.size() || !std::isdigit((unsigned char)name[prefix.size()]));
+    }
     return n;
 }
 
