@@ -49,10 +49,9 @@ goes down is flushed; a connected route comes back with the link).
            file ever; the dead instance's pages go back to the free pool at once). A kernel
            HTTP server on the same interface and address answers a request every 20 ms from B
            during the whole kill/restart: zero failures. The restarted server then serves a
-           byte-exact run and leaves nothing behind when it exits. Known leftovers of the dead
-           instance (its control socket /run/crescent/PID.sock and its empty DPDK runtime
-           directory /var/run/dpdk/crescentPID) are reported as KNOWN LEFTOVER lines and in
-           the row; FAULTS_STRICT=1 makes them failures.
+           byte-exact run and leaves nothing behind when it exits. The dead instance's control
+           socket /run/crescent/PID.sock and its DPDK runtime directory /var/run/dpdk/crescentPID
+           are gone after the restart (a new instance removes those of pids that are gone).
   link     a kernel knb client (--verify full, 8 s) against the crescent server over the direct
            bed; crescent's interface goes down for 1 s and up, then the peer's: the run
            completes with errors 0 without restarting anything.
@@ -774,15 +773,9 @@ def case_crash():
         check(new["reserved"] == up["reserved"], f"reserved ports as one instance holds them: {new['reserved']!r}")
         stale_sock = os.path.exists(sock)
         check(not now["hugefiles"], "no hugepage file of the dead instance")
-        known = []
-        if stale_sock:
-            known.append(f"the dead instance's control socket {sock} is still there")
-        if now["dpdk_dir"]:
-            known.append(f"the dead instance's DPDK runtime directory {now['dpdk_dir'][0]} is still there")
-        for k in known:
-            print(f"KNOWN LEFTOVER (not cleaned at restart; FAULTS_STRICT=1 fails on it): {k}", flush=True)
-        if os.environ.get("FAULTS_STRICT") == "1":
-            check(not known, "nothing of the dead instance is left after the restart")
+        check(not stale_sock, f"the dead instance's control socket {sock} was removed at the restart")
+        check(not now["dpdk_dir"], f"the dead instance's DPDK runtime directory was removed at the restart: "
+              f"{now['dpdk_dir']}")
         r = sane(*b.knb_client(["--msg-size", "16384", "--iodepth", "8", "--duration", "2", "--warmup", "0.3"],
                                tag="crash-after"), "the restarted server serves a byte-exact run")
         check(srv2.stop() == 0, "the restarted server exited 0 on SIGTERM")
