@@ -128,20 +128,29 @@ ResolveResult NeighbourResolver::request(Ipv4Addr ip, std::string* error) {
 
 // ---- Netlink -------------------------------------------------------------------
 
-// libnl-route's parse_multipath (lib/route/route_obj.c, 3.7 and later) walks
-// RTA_MULTIPATH with `while (tlen >= 8 && tlen >= rtnh_len) { alloc a next hop;
-// tlen -= RTNH_ALIGN(rtnh_len); }`: an rtnexthop with rtnh_len 0 makes it loop
-// forever, allocating, and one whose aligned length exceeds what is left wraps
-// the size_t and walks past the attribute. The kernel only builds next hops
-// that pass its rtnh_ok() (8 <= rtnh_len <= remaining, 4-byte multiples), but a
-// CAP_NET_ADMIN process can send our sockets anything, so a route message
-// whose next hops do not pass that check is refused before libnl parses it
-// (found by tests/fuzz/fuzz_netlink).
-bool Netlink::multipath_well_formed(const nlmsghdr* h) {
+// Route messages libnl-route 3.7 (Debian 12) mis-parses, found by
+// tests/fuzz/fuzz_netlink; each is refused before libnl sees it:
+//   * parse_multipath (lib/route/route_obj.c) walks RTA_MULTIPATH with
+//     `while (tlen >= 8 && tlen >= rtnh_len) { alloc a next hop;
+//     tlen -= RTNH_ALIGN(rtnh_len); }`: an rtnexthop with rtnh_len 0 makes it
+//     loop forever, allocating, and one whose aligned length exceeds what is
+//     left wraps the size_t and walks past the attribute;
+//   * rtnl_route_parse and parse_multipath build the RTA_VIA address with
+//     nl_addr_build(.., nla_len - sizeof(rtvia)) without a length check: an
+//     RTA_VIA shorter than its 2-byte family is a memcpy of negative size.
+// The kernel only builds next hops that pass its rtnh_ok() (8 <= rtnh_len <=
+// remaining, 4-byte multiples) and RTA_VIA with a family and an address, but a
+// CAP_NET_ADMIN process can send our sockets anything.
+namespace {
+bool via_ok(const rtattr* a) { return (a->rta_type & NLA_TYPE_MASK) != RTA_VIA || RTA_PAYLOAD(a) >= sizeof(rtvia); }
+} // namespace
+
+bool Netlink::route_well_formed(const nlmsghdr* h) {
     if (h->nlmsg_type != RTM_NEWROUTE && h->nlmsg_type != RTM_DELROUTE && h->nlmsg_type != RTM_GETROUTE) return true;
     if (h->nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg))) return true; // libnl refuses it itself
     int left = int(h->nlmsg_len - NLMSG_LENGTH(sizeof(rtmsg)));
     for (const rtattr* a = RTM_RTA(static_cast<const rtmsg*>(NLMSG_DATA(h))); RTA_OK(a, left); a = RTA_NEXT(a, left)) {
+        if (!via_ok(a)) return false;
         if ((a->rta_type & NLA_TYPE_MASK) != RTA_MULTIPATH) continue;
         size_t tlen = RTA_PAYLOAD(a);
         const auto* p = static_cast<const uint8_t*>(RTA_DATA(a));
@@ -151,6 +160,10 @@ bool Netlink::multipath_well_formed(const nlmsghdr* h) {
             if (tlen < nh.rtnh_len) break; // where libnl stops too
             const size_t step = size_t(RTNH_ALIGN(nh.rtnh_len));
             if (nh.rtnh_len < sizeof(rtnexthop) || step > tlen) return false;
+            int nh_left = int(nh.rtnh_len - sizeof(rtnexthop)); // the next hop's own attributes
+            for (auto* na = reinterpret_cast<const rtattr*>(p + sizeof(rtnexthop)); RTA_OK(na, nh_left);
+                 na = RTA_NEXT(na, nh_left))
+                if (!via_ok(na)) return false;
             tlen -= step;
             p += step;
         }
@@ -167,6 +180,11 @@ std::unique_ptr<Netlink> Netlink::open(std::string_view ifname, std::string* err
     const std::string name(ifname);
     nl_sock* sync = connect_route_socket(error);
     if (sync == nullptr) return nullptr;
+    // Dumps (libnl caches filled from this socket) get the same guard as the
+    // notifications (on_message): a route message libnl mis-parses is skipped.
+    nl_socket_modify_cb(sync, NL_CB_MSG_IN, NL_CB_CUSTOM,
+                        [](nl_msg* m, void*) { return route_well_formed(nlmsg_hdr(m)) ? int(NL_OK) : int(NL_SKIP); },
+                        nullptr);
 
     rtnl_link* link = nullptr;
     int err = rtnl_link_get_kernel(sync, 0, name.c_str(), &link);
@@ -293,7 +311,7 @@ int Netlink::on_message(nl_msg* msg, void* arg) {
     auto* self = static_cast<Netlink*>(arg);
     ++self->counters_.messages;
     if (self->result_ != nullptr) ++self->result_->messages;
-    if (!multipath_well_formed(nlmsg_hdr(msg))) {
+    if (!route_well_formed(nlmsg_hdr(msg))) {
         ++self->counters_.errors;
         return NL_OK;
     }

@@ -175,9 +175,10 @@ private:
     std::unique_ptr<const Snapshot> build(); // from the master tables, with the next generation
 
     static int on_message(nl_msg* msg, void* arg);
-    // False for a route message whose RTA_MULTIPATH next hops libnl would
-    // mis-parse (see netlink.cpp); on_message refuses it (counters().errors).
-    static bool multipath_well_formed(const nlmsghdr* h);
+    // False for a route message libnl-route would mis-parse (RTA_MULTIPATH
+    // next hops or RTA_VIA, see netlink.cpp); on_message refuses it
+    // (counters().errors).
+    static bool route_well_formed(const nlmsghdr* h);
 
     std::string ifname_;
     int ifindex_;

@@ -80,8 +80,8 @@ struct NetlinkTestAccess {
             nlmsg_set_proto(msg, NETLINK_ROUTE);
             if (as_dump) {
                 // Netlink::dump() gets its objects from libnl's caches; the
-                // same guard as on_message keeps libnl's multipath loop out.
-                if (!Netlink::multipath_well_formed(hdr)) {
+                // same guard as on_message keeps libnl's route parsing bugs out.
+                if (!Netlink::route_well_formed(hdr)) {
                     nlmsg_free(msg);
                     continue;
                 }

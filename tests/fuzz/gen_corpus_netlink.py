@@ -19,7 +19,7 @@ NLM_F_MULTI = 2
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_OPERSTATE = 1, 3, 4, 16
 IFA_ADDRESS, IFA_LOCAL, IFA_LABEL = 1, 2, 3
 NDA_DST, NDA_LLADDR = 1, 2
-RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_PREFSRC, RTA_MULTIPATH, RTA_TABLE = 1, 4, 5, 6, 7, 9, 15
+RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_PREFSRC, RTA_MULTIPATH, RTA_TABLE, RTA_VIA = 1, 4, 5, 6, 7, 9, 15, 18
 NUD_INCOMPLETE, NUD_REACHABLE, NUD_STALE, NUD_FAILED, NUD_PERMANENT = 0x1, 0x2, 0x4, 0x20, 0x80
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 IF_OPER_DOWN, IF_OPER_UP = 2, 6
@@ -73,7 +73,7 @@ def neigh(kind=RTM_NEWNEIGH, dst="10.0.0.2", hw="02:00:00:00:00:03", state=NUD_R
 
 
 def route(kind=RTM_NEWROUTE, dst=None, dlen=0, gw=None, oif=IFINDEX, prio=None, rtype=RTN_UNICAST,
-          table=RT_TABLE_MAIN, prefsrc=None, tos=0, multipath=None):
+          table=RT_TABLE_MAIN, prefsrc=None, tos=0, multipath=None, extra=b"", hop_extra=b""):
     body = struct.pack("<BBBBBBBBI", AF_INET, dlen, 0, tos, table if table < 256 else 252, 4, 0, rtype, 0)
     body += attr(RTA_TABLE, struct.pack("<I", table))
     if dst is not None:
@@ -85,7 +85,7 @@ def route(kind=RTM_NEWROUTE, dst=None, dlen=0, gw=None, oif=IFINDEX, prio=None, 
     if multipath is not None:
         hops = b""
         for (hop_if, hop_gw) in multipath:
-            a = attr(RTA_GATEWAY, ip(hop_gw)) if hop_gw else b""
+            a = (attr(RTA_GATEWAY, ip(hop_gw)) if hop_gw else b"") + hop_extra
             hops += struct.pack("<HBBi", 8 + len(a), 0, 0, hop_if) + a
         body += attr(RTA_MULTIPATH, hops)
     else:
@@ -93,7 +93,7 @@ def route(kind=RTM_NEWROUTE, dst=None, dlen=0, gw=None, oif=IFINDEX, prio=None, 
             body += attr(RTA_GATEWAY, ip(gw))
         if oif is not None:
             body += attr(RTA_OIF, struct.pack("<i", oif))
-    return nlmsg(kind, body)
+    return nlmsg(kind, body + extra)
 
 
 def rec(*msgs, dump=False):
@@ -151,6 +151,10 @@ SEEDS = {
     "regress-multipath-rtnh-len-0": rec(route(dst="203.0.113.0", dlen=24, oif=None, multipath=[(IFINDEX, None)])
                                         .replace(struct.pack("<HBBi", 8, 0, 0, IFINDEX),
                                                  struct.pack("<HBBi", 0, 0, 0, IFINDEX))),
+    # and an RTA_VIA shorter than its family was a memcpy of negative size in libnl.
+    "regress-route-via-short": rec(route(dst="10.1.0.0", dlen=16, extra=attr(RTA_VIA, b""))) +
+    rec(route(dst="10.2.0.0", dlen=16, oif=None, multipath=[(IFINDEX, "10.0.0.254")], hop_extra=attr(RTA_VIA, b"\x0a"))),
+    "regress-route-via-short-dump": rec(route(dst="10.1.0.0", dlen=16, extra=attr(RTA_VIA, b"")), dump=True),
 }
 
 
