@@ -133,6 +133,8 @@ const char* usage() {
            "  --cc newreno|cubic|dctcp  crescent: the connections' congestion control (newreno)\n"
            "  --keepalive I,P,N         crescent: keepalive probes after I s of silence, every P s, the\n"
            "                            connection closed after N unanswered (off)\n"
+           "  --user-timeout S          crescent: abort unacknowledged data no sooner than S s after the\n"
+           "                            first retransmission timeout (100; 0 = after 12 of them)\n"
            "  --idle-sleep-us N         crescent engines nap up to N us after 1000 idle polls (default: spin)\n"
            "  --stats                   per-engine counters on stderr at the end\n"
            "client:\n"
@@ -278,6 +280,11 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
             if (!parse_keepalive(v, &o.rt.engine.conn))
                 return bad("IDLE,INTERVAL,COUNT (seconds, seconds, probes: 0.01..86400, 0.01..86400, 1..100)");
             crescent_dev = true;
+        } else if (f == "--user-timeout") {
+            double sec = 0;
+            if (!p.real(0, 86400, &sec)) return false;
+            o.rt.engine.conn.user_timeout = std::chrono::microseconds(int64_t(std::llround(sec * 1e6)));
+            crescent_dev = true;
         } else if (f == "--pcap") {
             if (!p.value(&v)) return false;
             o.rt.pcap = v, crescent_dev = true;
@@ -368,7 +375,7 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
             return p.fail("--eal needs --ip A.B.C.D/LEN (the device has no kernel address)");
     } else {
         if (crescent_dev)
-            return p.fail("--iface/--eal/--ip/--mac/--neighbour/--impair/--pcap/--cc/--keepalive are crescent options; "
+            return p.fail("--iface/--eal/--ip/--mac/--neighbour/--impair/--pcap/--cc/--keepalive/--user-timeout are crescent options; "
                           "--stack kernel uses the kernel's interfaces");
         if (o.mode_given && o.mode != Mode::Copy)
             return p.fail("--mode " + std::string(name(o.mode)) +
@@ -435,6 +442,12 @@ std::vector<std::string> to_args(const Options& o) {
         };
         add("--keepalive", sec(c.keepalive_idle) + "," + sec(c.keepalive_interval) + "," +
                                std::to_string(c.keepalive_count));
+    }
+    if (c.user_timeout != crescent::ConnOptions{}.user_timeout) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.6f",
+                      double(std::chrono::duration_cast<std::chrono::microseconds>(c.user_timeout).count()) / 1e6);
+        add("--user-timeout", b);
     }
     if (!o.rt.impair.empty()) add("--impair", o.rt.impair);
     if (!o.rt.pcap.empty()) add("--pcap", o.rt.pcap);

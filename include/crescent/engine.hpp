@@ -92,6 +92,11 @@ struct ConnOptions {
     uint32_t keepalive_count = 9;             // unanswered probes before KeepaliveTimeout
     uint32_t snd_buf = 1u << 20;              // bytes queued and not yet acknowledged
     uint32_t rcv_buf = 1u << 20;              // receive window ceiling
+    // A connection whose data goes unacknowledged is aborted (RetransmitTimeout)
+    // after 12 backed-off retransmissions and no sooner than this after the
+    // first (RFC 1122 §4.2.3.5 R2, at least 100 s; TCP_USER_TIMEOUT-like).
+    // 0 = after the 12 retransmissions alone (~41 s from a 5 ms RTO).
+    Duration user_timeout = std::chrono::seconds(100);
 };
 
 // The result of Conn::send() and send_copy(): all or nothing.

@@ -78,6 +78,7 @@ tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps) {
     c.rcv_buf = o.rcv_buf;
     c.snd_buf = o.snd_buf;
     c.nagle = o.nagle;
+    c.retransmit_give_up = o.user_timeout;
     c.ack_hold = std::chrono::microseconds(10);  // a reply or the train's end carries the ACK
     c.keepalive.enabled = o.keepalive;
     c.keepalive.idle = o.keepalive_idle;

@@ -1413,7 +1413,9 @@ void Tcb::on_rto(Instant now, Actions& out) {
     // stays shut (RFC 1122 §4.2.2.17; Linux's tcp_retransmit_timer() makes
     // the same exception). It is timed out only once it stops answering.
     const bool probing = snd_.wnd == 0;
-    if (probing ? probes_unanswered_ >= cfg_.max_retries : backoff_ >= cfg_.max_retries) {
+    if (backoff_ == 0) rto_first_ = now;
+    if (probing ? probes_unanswered_ >= cfg_.max_retries
+                : backoff_ >= cfg_.max_retries && now - rto_first_ >= cfg_.retransmit_give_up) {
         send_rst(ack_seq(), out);
         to_closed(CloseReason::RetransmitTimeout, out);
         return;

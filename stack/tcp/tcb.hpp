@@ -75,6 +75,10 @@ struct Config {
     Duration min_rto = std::chrono::milliseconds(5);   // datacenter floor (RFC 6298 §2.4 says 1 s)
     Duration max_rto = std::chrono::seconds(60);       // RFC 6298 §2.5
     uint32_t max_retries = 12;  // consecutive RTOs on data/FIN before abort (RetransmitTimeout)
+    // ...and no sooner than this after the first of them (RFC 1122 §4.2.3.5:
+    // R2 "SHOULD correspond to at least 100 seconds"); with a 5 ms RTO floor,
+    // 12 back-offs alone would give up after ~41 s. 0 = count only.
+    Duration retransmit_give_up = std::chrono::seconds(100);
     uint32_t syn_retries = 6;   // SYN / SYN-ACK retransmissions before abort (ConnectTimeout)
 
     Duration time_wait = std::chrono::seconds(1);      // 2*MSL; up to 60 s for internet-facing use
@@ -505,6 +509,7 @@ private:
     Duration srtt_{0}, rttvar_{0}, rto_;
     bool have_rtt_ = false;
     uint32_t backoff_ = 0;       // consecutive RTOs / SYN retransmissions
+    Instant rto_first_ = Instant::never();  // the first RTO of the current run of them (backoff_ > 0)
     bool rtt_timing_ = false;    // Karn: timing one segment not retransmitted
     SeqNum rtt_seq_;
     Instant rtt_start_;

@@ -27,7 +27,8 @@ goes down is flushed; a connected route comes back with the link).
            crescent's parse_tcp_bad_checksum counter rises by about the number of mangled
            packets toward A (>= 80 % of them; the rest carried the byte's value already),
            and the kernel peer's TcpInCsumErrors rises too.
-  peer     knb server --proto echo --keepalive 1,0.5,3 (crescent) against kernel clients
+  peer     knb server --proto echo --keepalive 1,0.5,3 --user-timeout 0 (crescent: give up after
+           the 12 back-offs alone, not the default 100 s R2) against kernel clients
            that check every byte they get back: (a) a client killed with SIGKILL mid-transfer
            (its socket has SO_LINGER 0: the kernel sends RST): the server's stream ends
            reset-by-peer; (b) silence with the link kept: R drops every packet of two
@@ -495,7 +496,7 @@ def conns_of(pid):
 def case_peer():
     with Bed("peer") as b:
         f = Faults(b)
-        srv = b.knb_server(["--proto", "echo", "--keepalive", "1,0.5,3"], "knb server --proto echo")
+        srv = b.knb_server(["--proto", "echo", "--keepalive", "1,0.5,3", "--user-timeout", "0"], "knb server --proto echo")
         pid = srv.p.pid
         # Baseline after one clean exchange (the arena's per-core caches warmed up).
         p, _ = peer_client(b, "bytes", 1 << 20, "warm-up client")

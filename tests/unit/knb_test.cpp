@@ -161,7 +161,7 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
                         "128", "--iodepth", "16", "--conns", "3", "--server-threads", "2", "--duration", "2.5",
                         "--warmup", "0", "--rate", "50000", "--json", "/tmp/x.json", "--label", "a b", "--progress",
                         "off", "--port", "7400", "--rx-ring", "2048", "--burst", "64", "--arena-mb", "128",
-                        "--verify", "full", "--cc", "cubic", "--keepalive", "1.5,0.25,4"},
+                        "--verify", "full", "--cc", "cubic", "--keepalive", "1.5,0.25,4", "--user-timeout", "2.5"},
                        &o, &err));
     CHECK(err.empty());
     CHECK(o.role == Role::Client);
@@ -191,6 +191,7 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
     CHECK(o.rt.engine.conn.keepalive_idle == std::chrono::milliseconds(1500));
     CHECK(o.rt.engine.conn.keepalive_interval == std::chrono::milliseconds(250));
     CHECK(o.rt.engine.conn.keepalive_count == 4);
+    CHECK(o.rt.engine.conn.user_timeout == std::chrono::milliseconds(2500));
 }
 
 TEST_CASE("knb options: defaults", "[knb]") {

@@ -343,6 +343,7 @@ TEST_CASE("RFC 6298 retry limit aborts with RetransmitTimeout", "[tcp][rto]") {
     Config c = TcbFixture::default_config();
     c.max_retries = 3;
     c.max_rto = 4s;
+    c.retransmit_give_up = 0s;  // count only
     TcbFixture t(c);
     t.to_established();
     REQUIRE(t.send("x") == SendResult::Ok);
@@ -352,6 +353,26 @@ TEST_CASE("RFC 6298 retry limit aborts with RetransmitTimeout", "[tcp][rto]") {
     CHECK(t.tcb->state() == State::Closed);
     CHECK(t.closed_reason() == CloseReason::RetransmitTimeout);
     CHECK(t.tcb->stats().retrans_timeout == 3);
+    REQUIRE(!t.out.segments.empty());
+    CHECK(t.out.segments.back().repr.flags == RST);
+}
+
+TEST_CASE("RFC 1122 §4.2.3.5 R2: no abort before retransmit_give_up, however many RTOs", "[tcp][rto]") {
+    Config c = TcbFixture::default_config();
+    c.max_retries = 3;
+    c.max_rto = 4s;
+    c.retransmit_give_up = 100s;
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send("x") == SendResult::Ok);
+    t.flush();
+    t.clear();
+    t.advance(90s);
+    CHECK(t.tcb->state() == State::Established);
+    CHECK(t.tcb->stats().retrans_timeout > 3);  // still retransmitting past max_retries
+    t.advance(20s);
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::RetransmitTimeout);
     REQUIRE(!t.out.segments.empty());
     CHECK(t.out.segments.back().repr.flags == RST);
 }
