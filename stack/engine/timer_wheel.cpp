@@ -77,6 +77,10 @@ size_t TimerWheel::advance(Instant now) {
         if (now >= start_) cur_tick_ = std::max(cur_tick_, tick_of(now));
         return 0;
     }
+    // Nothing due yet (the common case of a busy-polling loop): no slot walk.
+    // The ticks skipped are visited by the advance that finds a timer due
+    // (at most one revolution, as after any gap).
+    if (now < next_deadline()) return 0;
     uint64_t target = tick_of(now);
     // Visit the slots of ticks cur_tick_..target (at most one revolution).
     uint64_t first = cur_tick_;

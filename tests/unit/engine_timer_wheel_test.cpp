@@ -89,3 +89,23 @@ TEST_CASE("timer wheel: a deadline in the past runs at the next advance", "[engi
     w.advance(t0 + 100us);
     CHECK(n == 1);
 }
+
+TEST_CASE("timer wheel: polls before the earliest deadline skip the slots; the catch-up fires in order",
+          "[engine][wheel]") {
+    Instant t0 = Instant::zero();
+    TimerWheel w(t0, 1us, 16);  // one revolution = 16 us
+    std::vector<int> order;
+    auto a = w.add(t0 + 5us, [&] { order.push_back(5); });
+    w.add(t0 + 40us, [&] { order.push_back(40); });
+    w.add(t0 + 7us, [&] { order.push_back(7); });
+    for (int ns = 0; ns < 5000; ns += 100) CHECK(w.advance(t0 + Duration(ns)) == 0);
+    // Cancelling the earliest timer: the next one (7 us) is what polls wait for.
+    CHECK(w.cancel(a));
+    CHECK(w.advance(t0 + 6us) == 0);
+    CHECK(w.next_deadline() == t0 + 7us);
+    // A long gap (more than a revolution) and several due at once: all run, by deadline.
+    w.add(t0 + 30us, [&] { order.push_back(30); });
+    CHECK(w.advance(t0 + 45us) == 3);
+    CHECK(order == std::vector<int>{7, 30, 40});
+    CHECK(w.pending() == 0);
+}
