@@ -381,10 +381,17 @@ void EngineImpl::rx(Instant now, uint16_t n) {
     // low, copy instead, so held payloads can never starve the NIC of
     // buffers (which would stop the ACKs that release them): one pool check
     // per burst.
+    // rte_mempool_avail_count() walks every lcore's cache (RTE_MAX_LCORE of
+    // them): the answer is refreshed every kPoolCheckBursts bursts, which a
+    // pool of thousands of mbufs cannot drain in between.
     bool zero_copy = false;
     if (zbuf::contains(rx_pkts_[0])) {
-        const rte_mempool* pool = rx_pkts_[0]->pool;
-        zero_copy = rte_mempool_avail_count(pool) > pool->size / 2;
+        if (pool_check_countdown_-- == 0) {
+            const rte_mempool* pool = rx_pkts_[0]->pool;
+            pool_roomy_ = rte_mempool_avail_count(pool) > pool->size / 2;
+            pool_check_countdown_ = pool_roomy_ ? kPoolCheckBursts : 0;
+        }
+        zero_copy = pool_roomy_;
         if (!zero_copy) ++st_.rx_copy_pressure;
     }
     for (uint16_t i = 0; i < n; ++i) {

@@ -287,6 +287,11 @@ private:
     int epfd_ = -1;
     std::unordered_map<int, std::function<void(uint32_t)>> fds_;
     uint32_t idle_count_ = 0;
+    // RX zero-copy while the RX pool is more than half free (rx()); checked
+    // every kPoolCheckBursts bursts, every burst once it is not.
+    static constexpr uint32_t kPoolCheckBursts = 16;
+    uint32_t pool_check_countdown_ = 0;
+    bool pool_roomy_ = false;
     Instant last_fd_poll_{};      // when poll_once() last polled the epoll set (fd_poll_interval)
 
     EngineStats st_;
