@@ -264,6 +264,19 @@ struct EngineStats {
     // \var tcp_accepted
     // Connections accepted by listeners.
     uint64_t tcp_drop_backlog_full = 0, tcp_syn_cookies_sent = 0, tcp_accepted = 0;
+    // \var tcp_drop_listen_bad
+    // Segment to a listener dropped: neither a SYN nor a valid cookie ACK, or a
+    // SYN carrying FIN (RFC 9293 §3.10.7.2).
+    // \var tcp_drop_too_many_conns
+    // SYN dropped: the engine's connection table is full.
+    // \var tcp_rst_rate_limited
+    // RSTs not sent to segments without a connection (rate limit).
+    // \var tcp_syn_cookies_ok
+    // Connections opened from a valid SYN cookie ACK.
+    // \var tcp_syn_cookies_bad
+    // ACKs to a listener whose cookie did not validate (dropped).
+    uint64_t tcp_drop_listen_bad = 0, tcp_drop_too_many_conns = 0, tcp_rst_rate_limited = 0;
+    uint64_t tcp_syn_cookies_ok = 0, tcp_syn_cookies_bad = 0;
     // \var pcap_frames
     // Packet capture (RuntimeOptions::pcap): frames written to the file.
     // \var pcap_dropped_cap

@@ -94,6 +94,8 @@ void EngineStats::for_each(const std::function<void(std::string_view, uint64_t)>
     CRESCENT_STAT(callbacks); CRESCENT_STAT(tcp_segs_in); CRESCENT_STAT(tcp_drop_wrong_dst);
     CRESCENT_STAT(tcp_drop_no_listener); CRESCENT_STAT(tcp_rst_sent); CRESCENT_STAT(tcp_drop_backlog_full);
     CRESCENT_STAT(tcp_syn_cookies_sent); CRESCENT_STAT(tcp_accepted);
+    CRESCENT_STAT(tcp_drop_listen_bad); CRESCENT_STAT(tcp_drop_too_many_conns); CRESCENT_STAT(tcp_rst_rate_limited);
+    CRESCENT_STAT(tcp_syn_cookies_ok); CRESCENT_STAT(tcp_syn_cookies_bad);
     CRESCENT_STAT(pcap_frames); CRESCENT_STAT(pcap_dropped_cap);
 #undef CRESCENT_STAT
     for (size_t i = 1; i < wire::kDropCount; ++i)

@@ -972,6 +972,11 @@ EngineStats EngineImpl::stats() const {
     o.tcp_drop_backlog_full = h.drop_backlog_full;
     o.tcp_syn_cookies_sent = h.syn_cookies_sent;
     o.tcp_accepted = h.accepted;
+    o.tcp_drop_listen_bad = h.drop_listen_bad;
+    o.tcp_drop_too_many_conns = h.drop_too_many_conns;
+    o.tcp_rst_rate_limited = h.rst_rate_limited;
+    o.tcp_syn_cookies_ok = h.syn_cookies_ok;
+    o.tcp_syn_cookies_bad = h.syn_cookies_bad;
     if (p_.pcap) o.pcap_frames = p_.pcap->frames(), o.pcap_dropped_cap = p_.pcap->dropped_cap();
     return o;
 }
