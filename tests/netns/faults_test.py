@@ -872,12 +872,12 @@ def main():
     global KNB, STAT
     names = list(CASES) + ["all"]
     (KNB, STAT), case = nslib.parse_args(__doc__, names, 2)
-    todo = list(CASES.values()) if case == "all" else [CASES[case]]
+    selected = list(CASES.values()) if case == "all" else [CASES[case]]
 
     def go():
         t0 = time.time()
         try:
-            for fn in todo:
+            for fn in selected:
                 t = time.time()
                 fn()
                 print(f"faults: {fn.__name__} took {time.time() - t:.1f} s", flush=True)
