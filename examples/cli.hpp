@@ -55,6 +55,18 @@ inline void print_engine_stats(Engine& e) {
     std::fprintf(stderr, "\n");
 }
 
+// Usage lines of Cli::limit_option(), for the servers' --help.
+inline constexpr const char* kLimitUsage =
+    "  limits (per engine; per connection for the buffers):\n"
+    "    --max-conns N             connections at once, TIME-WAIT included (default 1048576)\n"
+    "    --backlog N               per listener: half-open + not yet accepted (default 1024)\n"
+    "    --syn-cookies on|off      answer SYNs with cookies when the backlog is full (default on)\n"
+    "    --max-memory-mb N         zbuf memory of the engine's core, whole 2 MiB zones (default 0 = no cap)\n"
+    "    --snd-buf BYTES           send buffer (default 1048576)\n"
+    "    --rcv-buf BYTES           receive window ceiling (default 1048576)\n"
+    "    --reassembly-bytes N      out-of-order bytes held (default 4194304)\n"
+    "    --reassembly-segments N   out-of-order segments held (default 256)\n";
+
 class Cli {
 public:
     Cli(const char* prog, int argc, char** argv, const char* usage)
@@ -86,6 +98,7 @@ public:
     [[noreturn]] void unknown() const {
         if (flag_ == "-h" || flag_ == "--help") {
             std::fputs(usage_, stdout);
+            if (limits_) std::fputs(kLimitUsage, stdout);
             std::exit(0);
         }
         die("unknown option '" + std::string(flag_) + "' (see --help)");
@@ -135,6 +148,33 @@ public:
         return true;
     }
 
+    // The limits of a server's engines (EngineConfig, ConnOptions; see
+    // kLimitUsage): true when the current flag was one. Ranges are those of
+    // check_engine_config(), so a bad value fails here, naming the flag.
+    bool limit_option(RuntimeOptions& rt) {
+        limits_ = true;  // --help lists them
+        EngineConfig& e = rt.engine;
+        if (is("--max-conns")) e.max_connections = uint32_t(number(1, 1u << 24));
+        else if (is("--backlog")) e.backlog = uint32_t(number(1, 65535));
+        else if (is("--syn-cookies")) e.syn_cookies = on_off();
+        else if (is("--max-memory-mb")) e.max_memory = size_t(number(0, 1u << 20)) << 20;
+        else if (is("--snd-buf")) e.conn.snd_buf = uint32_t(number(4096, 1u << 30));
+        else if (is("--rcv-buf")) e.conn.rcv_buf = uint32_t(number(4096, 1u << 30));
+        else if (is("--reassembly-bytes")) e.conn.reassembly_bytes = uint32_t(number(0, 1u << 30));
+        else if (is("--reassembly-segments")) e.conn.reassembly_segments = uint32_t(number(0, 65536));
+        else return false;
+        if (is("--max-memory-mb") && e.max_memory != 0 && e.max_memory < (2u << 20))
+            die("--max-memory-mb: give 0 (no cap) or at least 2 (one zone)");
+        return true;
+    }
+    // "on" or "off" (the current flag's value).
+    bool on_off() {
+        std::string_view v = value();
+        if (v == "on") return true;
+        if (v == "off") return false;
+        die(std::string(flag_) + ": '" + std::string(v) + "' is not on or off");
+    }
+
 private:
     const char* prog_;
     int argc_;
@@ -142,6 +182,7 @@ private:
     const char* usage_;
     int i_ = 0;
     std::string_view flag_;
+    bool limits_ = false;  // limit_option() is in use
 };
 
 } // namespace crescent::examples

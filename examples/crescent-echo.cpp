@@ -67,7 +67,7 @@ Options parse(int argc, char** argv) {
     Options o;
     examples::Cli cli("crescent-echo", argc, argv, usage);
     while (cli.next()) {
-        if (cli.runtime_option(o.rt) || cli.engine_option(o.rt)) continue;
+        if (cli.runtime_option(o.rt) || cli.engine_option(o.rt) || cli.limit_option(o.rt)) continue;
         std::string_view a = cli.flag();
         if (a == "--port") o.port = uint16_t(cli.number(1, 65535));
         else if (a == "--stats") o.stats = true;

@@ -110,8 +110,6 @@ const char* usage =
     "  --maxclients N     connections per engine (default 10000)\n"
     "  --hz N             active expiry steps per second (default 10)\n"
     "  --rx-ring N        RX descriptors of the engine's queue, a power of two in 64..4096 (default 2048)\n"
-    "  --rcv-buf BYTES    crescent TCP receive window ceiling per connection (default 1048576)\n"
-    "  --snd-buf BYTES    crescent TCP send buffer per connection (default 1048576)\n"
     "  --stats            print per-engine counters on exit\n"
     "  --show-plan        print the port plan and exit\n"
     "  --file-prefix P, --no-huge, --copy-rx, --burst N, --idle-sleep-us N, --impair SPEC,\n"
@@ -122,7 +120,7 @@ Options parse(int argc, char** argv) {
     o.rt.rx_ring = kRxRing;
     examples::Cli cli("crescent-kv", argc, argv, usage);
     while (cli.next()) {
-        if (cli.runtime_option(o.rt) || cli.engine_option(o.rt)) continue;
+        if (cli.runtime_option(o.rt) || cli.engine_option(o.rt) || cli.limit_option(o.rt)) continue;
         std::string_view a = cli.flag();
         if (a == "--port") o.port = uint16_t(cli.number(1, 65535));
         else if (a == "--kernel-port") o.kernel_port = uint16_t(cli.number(1, 65535));
@@ -134,8 +132,6 @@ Options parse(int argc, char** argv) {
         else if (a == "--maxclients") o.maxclients = unsigned(cli.number(1, 1000000));
         else if (a == "--hz") o.hz = unsigned(cli.number(1, 500));
         else if (a == "--rx-ring") o.rt.rx_ring = uint16_t(cli.number(64, 4096));
-        else if (a == "--rcv-buf") o.rt.engine.conn.rcv_buf = uint32_t(cli.number(4096, 1u << 30));
-        else if (a == "--snd-buf") o.rt.engine.conn.snd_buf = uint32_t(cli.number(4096, 1u << 30));
         else if (a == "--copy-rx") o.rt.zero_copy_rx = false;
         else if (a == "--stats") o.stats = true;
         else if (a == "--show-plan") o.show_plan = true;

@@ -129,6 +129,9 @@ struct alignas(64) CoreState {
     std::vector<ZoneHeader*> zones[kMaxClasses]; // every Slab zone this core owns
     std::vector<void*> deferred;                 // remote frees waiting for ring space
     std::atomic<ReturnRing*> ring{nullptr};      // created with the core's first zone
+    std::atomic<uint32_t> zone_count{0};         // Slab zones this core owns (all classes)
+    std::atomic<uint32_t> zone_limit{0};         // set_core_limit(): most zones it may own, 0 = no cap
+    Counter limit_refused;                       // fresh zones refused by zone_limit
 };
 
 struct Layout {
@@ -275,9 +278,17 @@ struct Arena::Impl {
             // with the acquire load in remote_free).
             cs.ring.store(new ReturnRing(cfg.return_ring_size), std::memory_order_release);
         }
-        ZoneHeader* z = take(1);
-        if (!z) z = reclaim_free_zone(core, cls);
-        if (!z) return nullptr;
+        // A core at its zone limit (set_core_limit) only re-formats one of
+        // its own idle zones, as when the arena itself is out of zones.
+        const uint32_t limit = cs.zone_limit.load(std::memory_order_relaxed);
+        const bool capped = limit != 0 && cs.zone_count.load(std::memory_order_relaxed) >= limit;
+        ZoneHeader* z = capped ? nullptr : take(1);
+        if (z) cs.zone_count.fetch_add(1, std::memory_order_relaxed);
+        else z = reclaim_free_zone(core, cls);
+        if (!z) {
+            if (capped) cs.limit_refused.inc();
+            return nullptr;
+        }
         format(z, uint32_t((z->base() - base) / kZoneSize), classes[cls], uint16_t(cls), uint16_t(core),
                ZoneKind::Slab, nullptr, nullptr);
         class_zones[cls].fetch_add(1, std::memory_order_relaxed);
@@ -675,6 +686,7 @@ Stats Arena::stats() const {
             cs.high_water += hot.high_water[c].load(std::memory_order_relaxed);
             cs.alloc_failed += core.alloc_failed[c].get();
         }
+        s.core_limit_refused += core.limit_refused.get();
         s.remote_frees += core.remote_frees.get();
         s.return_ring_full += core.return_ring_full.get();
         s.deferred += core.deferred_now.get();
@@ -689,6 +701,27 @@ Stats Arena::stats() const {
 }
 
 uint64_t Arena::live() const { return stats().live_total(); }
+
+void Arena::set_core_limit(unsigned core, size_t bytes) {
+    if (core >= kMaxCores) return;
+    const size_t zones = (bytes + kZoneSize - 1) / kZoneSize;
+    impl_->cores[core].zone_limit.store(uint32_t(std::min<size_t>(zones, UINT32_MAX)), std::memory_order_relaxed);
+}
+
+size_t Arena::core_limit(unsigned core) const {
+    if (core >= kMaxCores) return 0;
+    return size_t(impl_->cores[core].zone_limit.load(std::memory_order_relaxed)) * kZoneSize;
+}
+
+Arena::CoreUsage Arena::core_usage(unsigned core) const {
+    CoreUsage u;
+    if (core >= kMaxCores) return u;
+    const CoreState& cs = impl_->cores[core];
+    u.zones = cs.zone_count.load(std::memory_order_relaxed);
+    u.limit_zones = cs.zone_limit.load(std::memory_order_relaxed);
+    u.limit_refused = cs.limit_refused.get();
+    return u;
+}
 
 const Config& Arena::config() const { return impl_->cfg; }
 

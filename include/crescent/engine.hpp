@@ -97,6 +97,13 @@ struct ConnOptions {
     // first (RFC 1122 §4.2.3.5 R2, at least 100 s; TCP_USER_TIMEOUT-like).
     // 0 = after the 12 retransmissions alone (~41 s from a 5 ms RTO).
     Duration user_timeout = std::chrono::seconds(100);
+    // Out-of-order data held for reassembly (RFC 9293 §3.10.7.4): at most
+    // this many bytes and segments (a segment past either bound is dropped,
+    // counted in ConnStats::drop_no_room, and retransmitted by the peer).
+    // Each held segment pins its whole RX obj, so the segment bound is the
+    // one that caps memory against a peer sending tiny segments.
+    uint32_t reassembly_bytes = 4u << 20;
+    uint32_t reassembly_segments = 256;
 };
 
 // The result of Conn::send() and send_copy(): all or nothing.
@@ -226,7 +233,8 @@ struct EngineStats {
     uint64_t drop_no_route = 0;       // segment dropped: no route to the destination
     uint64_t drop_neigh_pending = 0;  // segment dropped while its neighbour resolves
     uint64_t drop_neigh_failed = 0;   // segment dropped: neighbour resolution failed
-    uint64_t rx_no_memory = 0;        // payload dropped: no zbuf for it
+    uint64_t rx_no_memory = 0;        // payload dropped: no zbuf for it (arena or max_memory)
+    uint64_t mem_limit_refused = 0;   // 2 MiB zones refused to the engine's core by max_memory
     uint64_t rx_zero_copy = 0;        // payloads handed on in their RX obj (zbuf-backed pool)
     uint64_t rx_copy_pressure = 0;    // bursts copied because the RX pool was below half
     uint64_t rx_multiseg = 0;         // frame dropped: chained RX mbuf that could not be linearized
@@ -407,7 +415,25 @@ bool parse_kernel_wait(std::string_view s, KernelWait* out);  // false when unkn
 struct EngineConfig {
     DispatchMode mode = DispatchMode::Inline; // how handlers receive data
     uint16_t burst = 32;              // RX burst size (1..512)
-    uint32_t backlog = 1024;          // per listener
+    // Limits (check_engine_config() states the ranges):
+    // per listener: connections half-open or not yet handed to the handler
+    uint32_t backlog = 1024;
+    // A listener whose backlog is full answers SYNs with a SYN cookie (RFC
+    // 4987: no state kept until the handshake completes); off = drop them
+    // (counted in tcp_drop_backlog_full).
+    bool syn_cookies = true;
+    // Connections the engine holds at once, TIME-WAIT included: connect()
+    // fails with TooManyConnections and SYNs are dropped (counted in
+    // tcp_drop_too_many_conns) while at the limit.
+    uint32_t max_connections = 1u << 20;
+    // Memory the engine's core may take from the zbuf arena, in bytes
+    // (rounded up to whole 2 MiB zones; 0 = no cap but the arena's size):
+    // send_copy()/write() data, received payloads copied out of the RX pool,
+    // RPC buffers. At the cap send_copy() returns NoMemory, write() 0,
+    // received payloads are dropped (rx_no_memory; the peer retransmits)
+    // until memory is freed. The RX pool of the engine's queue is fixed at
+    // start and counts on top of it.
+    size_t max_memory = 0;
     ConnOptions conn;                 // defaults for accepted connections
     // Idle back-off: after `idle_spin` consecutive empty iterations, sleep in
     // epoll_wait for up to `idle_sleep` (bounded by the next timer). 0 = always spin.
@@ -421,6 +447,16 @@ struct EngineConfig {
     Duration fd_poll_interval = std::chrono::microseconds(50);
     KernelWait kernel_wait = KernelWait::Busy;  // engines without a device only
 };
+
+// Checks the limits of `c` and its connection defaults: burst 1..512,
+// backlog 1..65535, max_connections 1..16M, max_memory 0 or >= 2 MiB,
+// conn.snd_buf and conn.rcv_buf 4 KiB..1 GiB, conn.reassembly_bytes
+// <= 1 GiB, conn.reassembly_segments <= 65536. false with a message naming
+// the field when one is out of range (Runtime::start() refuses such a config).
+bool check_engine_config(const EngineConfig& c, std::string* err);
+// The same for one connection's options (Engine::connect() refuses bad ones
+// with InvalidArgument).
+bool check_conn_options(const ConnOptions& o, std::string* err);
 
 // Names a timer of Engine::add_timer() for cancel_timer(); unique per engine.
 using TimerId = uint64_t;

@@ -88,7 +88,7 @@ void EngineStats::for_each(const std::function<void(std::string_view, uint64_t)>
     CRESCENT_STAT(tx_ring_full); CRESCENT_STAT(tx_overflow); CRESCENT_STAT(tx_no_mbuf); CRESCENT_STAT(tx_too_large);
     CRESCENT_STAT(tx_zero_copy_segments); CRESCENT_STAT(tx_copied_segments); CRESCENT_STAT(tx_copybreak_segments); CRESCENT_STAT(tx_tso_requests); CRESCENT_STAT(rx_linearized);
     CRESCENT_STAT(drop_no_route); CRESCENT_STAT(drop_neigh_pending); CRESCENT_STAT(drop_neigh_failed);
-    CRESCENT_STAT(rx_no_memory); CRESCENT_STAT(rx_zero_copy); CRESCENT_STAT(rx_copy_pressure); CRESCENT_STAT(rx_multiseg); CRESCENT_STAT(timers_fired);
+    CRESCENT_STAT(rx_no_memory); CRESCENT_STAT(mem_limit_refused); CRESCENT_STAT(rx_zero_copy); CRESCENT_STAT(rx_copy_pressure); CRESCENT_STAT(rx_multiseg); CRESCENT_STAT(timers_fired);
     CRESCENT_STAT(tcp_timer_runs); CRESCENT_STAT(epoll_waits); CRESCENT_STAT(epoll_events);
     CRESCENT_STAT(conns_opened); CRESCENT_STAT(conns_closed); CRESCENT_STAT(connect_no_port);
     CRESCENT_STAT(callbacks); CRESCENT_STAT(tcp_segs_in); CRESCENT_STAT(tcp_drop_wrong_dst);

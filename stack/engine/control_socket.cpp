@@ -72,6 +72,8 @@ void stats_lines(std::string& o, const std::vector<Engine*>& engines) {
         s.stats.for_each([&](std::string_view k, uint64_t v) { put(k, v); });
         put("busy_loops", s.busy_loops);
         put("timers_pending", s.timers_pending);
+        put("mem_bytes", s.mem_bytes);
+        put("mem_limit_bytes", s.mem_limit_bytes);
         put("connections", s.connections);
         put("listeners", s.listeners);
         put("kernel_fds", s.kernel_fds);

@@ -44,58 +44,8 @@ CloseReason map_reason(tcp::CloseReason r) {
     return CloseReason::Normal;
 }
 
-tcp::CcAlgo map_cc(CongestionControl c) {
-    switch (c) {
-    case CongestionControl::NewReno: return tcp::CcAlgo::NewReno;
-    case CongestionControl::Cubic: return tcp::CcAlgo::Cubic;
-    case CongestionControl::Dctcp: return tcp::CcAlgo::Dctcp;
-    }
-    return tcp::CcAlgo::NewReno;
-}
-
 bool opening(tcp::EventKind k) { return k == tcp::EventKind::Connected || k == tcp::EventKind::Acceptable; }
 
-uint32_t tso_max(const DeviceCaps& caps) {
-    // TSO needs chained frames and both checksums in the device. One request
-    // stays under the IPv4 total length limit with the largest TCP header.
-    return caps.tso && caps.multi_segs && caps.tx_ip_csum && caps.tx_tcp_csum
-               ? 0xffff - wire::kIpv4HeaderLen - 60 : 0;
-}
-
-} // namespace
-
-tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps) {
-    tcp::Config c;
-    c.mss = uint16_t(caps.mtu - wire::kIpv4HeaderLen - 20);
-    c.tso_max = tso_max(caps);
-    // A zero-copy frame is a header mbuf plus one mbuf per view: keep it
-    // within what the device takes per frame (and per TSO request).
-    if (caps.multi_segs) {
-        uint32_t segs = caps.max_segs != 0 ? caps.max_segs : UINT16_MAX;
-        if (c.tso_max != 0 && caps.max_tso_segs != 0) segs = std::min<uint32_t>(segs, caps.max_tso_segs);
-        c.max_tx_views = uint8_t(std::clamp<uint32_t>(segs - 1, 1, tcp::kMaxTxViews));
-    }
-    c.rcv_buf = o.rcv_buf;
-    c.snd_buf = o.snd_buf;
-    c.nagle = o.nagle;
-    c.retransmit_give_up = o.user_timeout;
-    c.ack_hold = std::chrono::microseconds(10);  // a reply or the train's end carries the ACK
-    c.keepalive.enabled = o.keepalive;
-    c.keepalive.idle = o.keepalive_idle;
-    c.keepalive.interval = o.keepalive_interval;
-    c.keepalive.count = o.keepalive_count;
-    c.cc = map_cc(o.cc);
-    return c;
-}
-
-namespace {
-tcp::HostConfig host_config(const EngineParams& p) {
-    tcp::HostConfig hc;
-    hc.local_ip = p.ip;
-    hc.tcp = tcp_config(p.cfg.conn, p.dev ? p.dev->caps() : DeviceCaps{});
-    hc.secret = p.secret;
-    return hc;
-}
 } // namespace
 
 EngineImpl::EngineImpl(const EngineParams& p)
@@ -127,6 +77,9 @@ EngineImpl::EngineImpl(const EngineParams& p)
             log::core(p_.core)->warn("attach pool {}: {}; zero-copy TX disabled (segments are copied)", name,
                                      rte_strerror(rte_errno));
     }
+    // EngineConfig::max_memory: this core's share of the arena (engines that
+    // share a zbuf core, as in tests, share the cap).
+    if (arena_ && p_.cfg.max_memory != 0) arena_->set_core_limit(p_.core, p_.cfg.max_memory);
     epfd_ = epoll_create1(EPOLL_CLOEXEC);
     if (epfd_ < 0) log::core(p_.core)->warn("epoll_create1 failed: {}; add_fd() unavailable", std::strerror(errno));
     if (kernel_only_ && epfd_ >= 0 && !wake_.open(epfd_))
@@ -134,6 +87,7 @@ EngineImpl::EngineImpl(const EngineParams& p)
 }
 
 EngineImpl::~EngineImpl() {
+    if (arena_ && p_.cfg.max_memory != 0) arena_->set_core_limit(p_.core, 0);
     for (rte_mbuf* m : txq_) rte_pktmbuf_free(m);
     for (auto& pf : pending_) rte_pktmbuf_free(pf.m);
     // Frames the device still holds point into the pools; freeing them under
@@ -199,6 +153,7 @@ ConnectStatus EngineImpl::connect(Endpoint remote, Handler& h, Conn* out, const 
         return ConnectStatus::NoRoute;
     }
     const ConnOptions& o = opts ? *opts : p_.cfg.conn;
+    if (opts && !check_conn_options(*opts, nullptr)) return ConnectStatus::InvalidArgument;
     tcp::Config cfg = tcp_config(o, caps_);
     const uint32_t span = local_port != 0 ? 1 : uint32_t(port_hi_ - port_lo_) + 1;
     for (uint32_t i = 0; i < span; ++i) {
@@ -977,6 +932,7 @@ EngineStats EngineImpl::stats() const {
     o.tcp_rst_rate_limited = h.rst_rate_limited;
     o.tcp_syn_cookies_ok = h.syn_cookies_ok;
     o.tcp_syn_cookies_bad = h.syn_cookies_bad;
+    if (arena_) o.mem_limit_refused = arena_->core_usage(p_.core).limit_refused;
     if (p_.pcap) o.pcap_frames = p_.pcap->frames(), o.pcap_dropped_cap = p_.pcap->dropped_cap();
     return o;
 }

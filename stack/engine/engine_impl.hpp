@@ -74,6 +74,8 @@ std::unique_ptr<Engine> make_engine(const EngineParams& p);
 // TCP config for connections on a device with `caps` (MSS from the MTU; TSO
 // when the device can take it).
 tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps);
+// The TCP host of an engine: its address, connection defaults and limits.
+tcp::HostConfig host_config(const EngineParams& p);
 
 class EngineImpl {
 public:

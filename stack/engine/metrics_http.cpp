@@ -92,6 +92,10 @@ std::string MetricsServer::render(const std::vector<Engine*>& engines) {
         t.add("crescent_listeners", "gauge", "listening sockets of the engine", el, s.listeners);
         t.add("crescent_timers_pending", "gauge", "application timers on the engine's wheel", el, s.timers_pending);
         t.add("crescent_kernel_fds", "gauge", "file descriptors in the engine's epoll set", el, s.kernel_fds);
+        t.add("crescent_memory_bytes", "gauge", "zbuf memory the engine's core owns (whole 2 MiB zones)", el,
+              s.mem_bytes);
+        t.add("crescent_memory_limit_bytes", "gauge", "the engine's zbuf memory cap (0 = none)", el,
+              s.mem_limit_bytes);
         for (uint32_t c = 0; c < s.zbuf_classes; ++c)
             t.add("crescent_zbuf_live_core", "gauge", "zbuf objects allocated now by the engine's core",
                   fmt::format("{},size=\"{}\"", el, s.zbuf[c].obj_size), s.zbuf[c].live_core);

@@ -162,6 +162,7 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
         if (err) *err = with_prefix(std::move(m));
         return std::unique_ptr<Runtime>();
     };
+    if (std::string e; !check_engine_config(o.engine, &e)) return fail(e);
     if (o.kernel_only) {  // no device, no EAL: runtime_kernel.cpp
         auto impl = std::make_unique<Impl>();
         impl->opt = o;
@@ -178,8 +179,6 @@ std::unique_ptr<Runtime> Runtime::start(const RuntimeOptions& o, std::string* er
     const bool iface_mode = !o.iface.empty();
     if (iface_mode == !o.eal.empty()) return fail("give exactly one of --iface IFACE or --eal \"ARGS\"");
     if (o.cores == 0 || o.cores > 64) return fail(fmt::format("--cores {} is out of range (1..64)", o.cores));
-    if (o.engine.burst == 0 || o.engine.burst > 512)
-        return fail(fmt::format("burst {} is out of range (1..512)", o.engine.burst));
     if (o.rx_ring != 0 && (o.rx_ring < 64 || o.rx_ring > 4096 || (o.rx_ring & (o.rx_ring - 1)) != 0))
         return fail(fmt::format("RX ring of {} descriptors: give a power of two in 64..4096", o.rx_ring));
     const uint32_t rx_ring = o.rx_ring != 0 ? o.rx_ring : 1024;

@@ -62,6 +62,9 @@ void StatsPublisher::publish_slow(const EngineImpl& e, Instant now, bool force) 
         s.zbuf_external_live = z.external_live;
         s.zbuf_zones_total = z.zones_total;
         s.zbuf_zones_used = z.zones_used;
+        const zbuf::Arena::CoreUsage u = e.arena_->core_usage(e.p_.core);
+        s.mem_bytes = u.zones * zbuf::kZoneSize;
+        s.mem_limit_bytes = u.limit_zones * zbuf::kZoneSize;
     }
     eng_.store(s);
     if (force || now >= next_conns_) {

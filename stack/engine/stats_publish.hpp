@@ -52,6 +52,8 @@ struct EngineSnapshot {
     ZbufClassSnapshot zbuf[zbuf::kMaxClasses];
     uint64_t zbuf_alloc_too_large = 0, zbuf_external_live = 0;
     uint64_t zbuf_zones_total = 0, zbuf_zones_used = 0;
+    uint64_t mem_bytes = 0;        // zbuf zones the engine's core owns, in bytes
+    uint64_t mem_limit_bytes = 0;  // EngineConfig::max_memory in whole zones (0 = none)
 };
 
 // What `ss -ti` shows of one connection (or a listener: state "LISTEN").

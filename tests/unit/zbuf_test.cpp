@@ -457,6 +457,65 @@ TEST_CASE("zbuf: a full arena re-formats an idle zone of another class for the o
     CHECK_FALSE(a->alloc(2048));
 }
 
+TEST_CASE("zbuf: a core's zone limit caps its memory; other cores keep theirs; lifting it recovers",
+          "[zbuf]") {
+    auto a = make_arena(anon(8 * kZoneSize, {2048, 65536}));
+    test::LeakCheck leaks;
+    const uint32_t big = Arena::objs_per_zone(65536, ZoneKind::Slab);
+    const uint32_t small = Arena::objs_per_zone(2048, ZoneKind::Slab);
+    a->set_core_limit(0, kZoneSize + 1);  // rounds up to 2 zones
+    CHECK(a->core_limit(0) == 2 * kZoneSize);
+    CHECK(a->core_limit(1) == 0);
+
+    std::vector<Zbuf> held;
+    {
+        CoreScope core(0);
+        // Exactly two zones' worth of 64 KiB objs, then nothing: the arena has 6 zones left.
+        for (uint32_t i = 0; i < 2 * big; ++i) {
+            held.push_back(a->alloc(65536));
+            REQUIRE(held.back());
+        }
+        CHECK_FALSE(a->alloc(65536));
+        CHECK_FALSE(a->alloc(2048));  // no third zone for another class either
+        Stats s = a->stats();
+        CHECK(a->core_usage(0).zones == 2);
+        CHECK(a->core_usage(0).limit_zones == 2);
+        CHECK(a->core_usage(0).limit_refused == 2);
+        CHECK(s.core_limit_refused == 2);
+        CHECK(s.classes[1].alloc_failed == 1);
+        CHECK(s.classes[0].alloc_failed == 1);
+        CHECK(s.zones_used == 2);
+    }
+    {
+        // Another core is not limited by core 0's cap.
+        CoreScope core(1);
+        Zbuf other = a->alloc(65536);
+        CHECK(other);
+        CHECK(a->core_usage(1).zones == 1);
+    }
+    {
+        CoreScope core(0);
+        // At its cap, a core re-formats an idle zone of its own for another class.
+        for (uint32_t i = 0; i < big; ++i) held[i].reset();
+        Zbuf s1 = a->alloc(2048);
+        CHECK(s1);
+        CHECK(a->core_usage(0).zones == 2);
+        CHECK(a->stats().zones_reclaimed == 1);
+        std::vector<Zbuf> smalls;
+        for (uint32_t i = 1; i < small; ++i) {
+            smalls.push_back(a->alloc(2048));
+            REQUIRE(smalls.back());
+        }
+        CHECK_FALSE(a->alloc(2048));
+        // Lifting the cap lets the core take fresh zones again.
+        a->set_core_limit(0, 0);
+        Zbuf more = a->alloc(2048);
+        CHECK(more);
+        CHECK(a->core_usage(0).zones == 3);
+        held.clear();
+    }
+}
+
 TEST_CASE("zbuf: accounting per class, per core, high water", "[zbuf]") {
     auto a = make_arena(anon(16u << 20));
     test::LeakCheck leaks;
