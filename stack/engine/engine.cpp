@@ -851,8 +851,13 @@ void EngineImpl::warn_line(Warn k) {
                  "warnings", n, s);
         break;
     case Warn::RxNoMemory:
-        lg->warn("zbuf arena empty: {} received segment(s) dropped in the last {:.1f} s; raise --arena-mb, or "
-                 "have the application consume received data (and release its Slices) sooner", n, s);
+        if (p_.cfg.max_memory != 0 && arena_ && arena_->core_usage(p_.core).limit_refused != 0)
+            lg->warn("engine memory cap of {} MiB reached: {} received segment(s) dropped in the last {:.1f} s; "
+                     "raise --max-memory-mb, lower --snd-buf/--rcv-buf, or have the application consume "
+                     "received data (and release its Slices) sooner", p_.cfg.max_memory >> 20, n, s);
+        else
+            lg->warn("zbuf arena empty: {} received segment(s) dropped in the last {:.1f} s; raise --arena-mb, or "
+                     "have the application consume received data (and release its Slices) sooner", n, s);
         break;
     case Warn::Count:
         break;

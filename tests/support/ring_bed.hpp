@@ -89,6 +89,13 @@ struct RingBedOptions {
     std::string impair;          // "" = a perfect wire; else an ImpairSpec for both devices
     bool multi_segs = true;      // zero-copy TX chains
     ConnOptions conn;            // engine defaults (accepted connections)
+    // Last word on each engine's EngineConfig (limits, ...).
+    std::function<void(EngineConfig& cfg, bool is_a)> tune;
+    // Engine b on zbuf core 1 (its polls run in a nested CoreScope(1)), so
+    // each engine allocates from zones of its own, as on two cores; by
+    // default both run on core 0 and share its zones (and a max_memory cap).
+    bool b_own_core = false;
+    rte_mempool* pool = nullptr; // TX/RX mbuf pool of both ports (nullptr = the shared one)
 };
 
 class RingBed {
@@ -144,7 +151,14 @@ public:
     // One iteration of each engine.
     void poll() {
         if (a_) a_->engine->poll_once();
-        if (b_) b_->engine->poll_once();
+        if (b_) {
+            if (o_.b_own_core) {
+                zbuf::CoreScope b_core(1);
+                b_->engine->poll_once();
+            } else {
+                b_->engine->poll_once();
+            }
+        }
     }
     // Poll until pred() or the timeout; returns pred().
     bool run_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
@@ -186,10 +200,11 @@ private:
     bool start_port(uint16_t port) {
         rte_eth_conf conf{};
         if (rte_eth_dev_configure(port, 1, 1, &conf) != 0) return false;
-        if (rte_eth_rx_queue_setup(port, 0, 2048, SOCKET_ID_ANY, nullptr, RingEnv::get().pool) != 0) return false;
+        if (rte_eth_rx_queue_setup(port, 0, 2048, SOCKET_ID_ANY, nullptr, pool()) != 0) return false;
         if (rte_eth_tx_queue_setup(port, 0, 2048, SOCKET_ID_ANY, nullptr) != 0) return false;
         return rte_eth_dev_start(port) == 0;
     }
+    rte_mempool* pool() const { return o_.pool ? o_.pool : RingEnv::get().pool; }
     std::unique_ptr<Side> make(bool is_a) {
         RingEnv& e = RingEnv::get();
         auto s = std::make_unique<Side>();
@@ -199,7 +214,7 @@ private:
         uint16_t port = is_a ? port_a_ : port_b_;
         engine::Device* dev;
         if (o_.impair.empty()) {
-            s->eth = std::make_unique<engine::EthdevDevice>(port, 0, e.pool, caps);
+            s->eth = std::make_unique<engine::EthdevDevice>(port, 0, pool(), caps);
             dev = s->eth.get();
         } else {
             std::string err;
@@ -207,7 +222,7 @@ private:
             REQUIRE(spec);
             spec->seed += is_a ? 0 : 1000;
             s->dev = std::make_unique<engine::ImpairDevice>(
-                std::make_unique<engine::EthdevDevice>(port, 0, e.pool, caps), *spec);
+                std::make_unique<engine::EthdevDevice>(port, 0, pool(), caps), *spec);
             dev = s->dev.get();
         }
         const Ipv4 me = is_a ? ip_a : ip_b, peer = is_a ? ip_b : ip_a;
@@ -220,12 +235,13 @@ private:
         engine::EngineParams p;
         p.cfg.mode = is_a ? o_.mode_a : o_.mode_b;
         p.cfg.conn = o_.conn;
+        if (o_.tune) o_.tune(p.cfg, is_a);
         p.ip = wire::Ipv4Addr{me.v};
         p.dev = dev;
         p.nexthop = s->nh.get();
         p.arena = e.arena.get();
         p.secret = {0x1234u + uint64_t(id_) + (is_a ? 0 : 77) + restarts_++, 0x5678};
-        p.core = 0;
+        p.core = !is_a && o_.b_own_core ? 1 : 0;
         s->engine = engine::make_engine(p);
         return s;
     }
