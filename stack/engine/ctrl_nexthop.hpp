@@ -63,6 +63,11 @@ public:
         }
         return Resolve::NoRoute;
     }
+    bool directed_broadcast(wire::Ipv4Addr a) override {
+        for (const ctrl::InterfaceAddr& ia : reader_.read().iface().addrs)
+            if (subnet_broadcast(a, ia.addr, ia.prefix_len)) return true;
+        return false;
+    }
     void quiescent() override { reader_.quiescent(); }
     void offline() override { reader_.offline(); }
     void online() override { reader_.online(); }

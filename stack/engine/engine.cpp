@@ -370,6 +370,8 @@ void EngineImpl::rx(Instant now, uint16_t n) {
         const auto* data = rte_pktmbuf_mtod(m, const std::byte*);
         wire::Frame f;
         wire::Drop d = wire::parse_frame(wire::Bytes(data, m->data_len), off, &f);
+        if (d == wire::Drop::None && f.tcp.has(wire::tcp_flags::SYN) && nexthop_->directed_broadcast(f.ip.src))
+            [[unlikely]] d = wire::Drop::IpBadSource;  // our subnet's broadcast address (RFC 1812 §5.3.7)
         if (d != wire::Drop::None) {
             size_t k = size_t(d) < EngineStats::kParseDrops ? size_t(d) : 0;
             ++st_.parse_drops[k];

@@ -22,9 +22,21 @@ enum class Resolve : uint8_t {
     NoRoute,   // no route covers the destination
 };
 
+// `a` is the directed broadcast address of the subnet `addr`/`prefix_len`
+// (host bits all ones; /31 and /32 have none, RFC 3021).
+inline bool subnet_broadcast(wire::Ipv4Addr a, wire::Ipv4Addr addr, uint8_t prefix_len) {
+    if (prefix_len == 0 || prefix_len > 30) return false;
+    const uint32_t mask = ~uint32_t{0} << (32 - prefix_len);
+    return (a.v & mask) == (addr.v & mask) && (a.v | mask) == ~uint32_t{0};
+}
+
 class NextHop {
 public:
     virtual ~NextHop() = default;
+    // `a` is the broadcast address of one of our subnets: no host may use it
+    // as a source (RFC 1812 §5.3.7); the engine drops SYNs from it. Not the
+    // per-segment path: asked for SYNs only.
+    virtual bool directed_broadcast(wire::Ipv4Addr a) { (void)a; return false; }
     // Data path: no syscalls, no locks (a read of a per-engine or RCU table).
     virtual Resolve resolve(wire::Ipv4Addr dst, Instant now, wire::MacAddr* mac) = 0;
     // Once per loop iteration: the engine holds no reference into the tables
@@ -62,6 +74,7 @@ public:
             }
         return Resolve::Failed;
     }
+    bool directed_broadcast(wire::Ipv4Addr a) override { return subnet_broadcast(a, local_, prefix_len_); }
 
 private:
     wire::Ipv4Addr local_;

@@ -1395,7 +1395,7 @@ void Tcb::on_rto(Instant now, Actions& out) {
     rto_at_ = Instant::never();
     ++st_.rto_events;
     if (state_ == State::SynSent || state_ == State::SynReceived) {
-        if (backoff_ >= cfg_.syn_retries) {
+        if (backoff_ >= (state_ == State::SynReceived ? cfg_.synack_retries : cfg_.syn_retries)) {
             to_closed(CloseReason::ConnectTimeout, out);
             return;
         }

@@ -79,7 +79,11 @@ struct Config {
     // R2 "SHOULD correspond to at least 100 seconds"); with a 5 ms RTO floor,
     // 12 back-offs alone would give up after ~41 s. 0 = count only.
     Duration retransmit_give_up = std::chrono::seconds(100);
-    uint32_t syn_retries = 6;   // SYN / SYN-ACK retransmissions before abort (ConnectTimeout)
+    uint32_t syn_retries = 6;   // SYN retransmissions before abort (ConnectTimeout); ~127 s from 1 s
+    // SYN-ACK retransmissions of a passive open before it is dropped: a
+    // half-open connection (a SYN flood's, or a peer that vanished) goes
+    // ~63 s after its SYN, as Linux's tcp_synack_retries = 5.
+    uint32_t synack_retries = 5;
 
     Duration time_wait = std::chrono::seconds(1);      // 2*MSL; up to 60 s for internet-facing use
     // Orphaned FIN-WAIT-2 after close() (not after shutdown_write()); 0 = wait forever.

@@ -53,6 +53,7 @@ SimConfig config(tcp::CcAlgo cc, double loss, uint64_t seed) {
         h->tcp.snd_buf = 2u << 20;
         h->tcp.rcv_buf = 2u << 20;
         h->tcp.syn_retries = 12;
+        h->tcp.synack_retries = 12;
         h->tcp.max_retries = 30;
         // Timers consistent with RFC 9293's assumption that TIME-WAIT (2*MSL)
         // outlasts the peer's FIN retransmissions: with 20% loss a FIN or its

@@ -906,12 +906,30 @@ TEST_CASE("RFC 5961 §5.2 an ACK older than SND.UNA - MAX.SND.WND gets a challen
 
 TEST_CASE("RFC 9293 §3.10.7.4 SYN-RECEIVED retransmits the SYN-ACK, then gives up", "[tcp][rto]") {
     Config c = TcbFixture::default_config();
-    c.syn_retries = 1;
+    c.synack_retries = 1;
     TcbFixture t(c);
     t.to_syn_received();
     t.advance(1s);
     t.expect_sent({{SYN | ACK, -1, 0}});
     t.advance(2s);
+    CHECK(t.tcb->state() == State::Closed);
+    CHECK(t.closed_reason() == CloseReason::ConnectTimeout);
+}
+
+TEST_CASE("a half-open connection goes ~63 s after its SYN (5 SYN-ACK retransmissions, as Linux)", "[tcp][rto]") {
+    Config c = TcbFixture::default_config();
+    c.initial_rto = 1s;
+    TcbFixture t(c);
+    t.to_syn_received();
+    Duration wait = 1s;
+    for (int i = 0; i < 5; ++i) {  // at 1, 3, 7, 15, 31 s
+        t.advance(wait);
+        t.expect_sent({{SYN | ACK, -1, 0}});
+        wait *= 2;
+    }
+    t.advance(wait - 1ms);  // 62.999 s
+    CHECK(t.tcb->state() == State::SynReceived);
+    t.advance(1ms);         // 63 s
     CHECK(t.tcb->state() == State::Closed);
     CHECK(t.closed_reason() == CloseReason::ConnectTimeout);
 }
