@@ -131,7 +131,7 @@ struct alignas(64) CoreState {
     std::atomic<ReturnRing*> ring{nullptr};      // created with the core's first zone
     std::atomic<uint32_t> zone_count{0};         // Slab zones this core owns (all classes)
     std::atomic<uint32_t> zone_limit{0};         // set_core_limit(): most zones it may own, 0 = no cap
-    Counter limit_refused;                       // fresh zones refused by zone_limit
+    Counter limit_refused;                       // allocations that needed a fresh zone, refused by zone_limit
 };
 
 struct Layout {

@@ -234,7 +234,7 @@ struct EngineStats {
     uint64_t drop_neigh_pending = 0;  // segment dropped while its neighbour resolves
     uint64_t drop_neigh_failed = 0;   // segment dropped: neighbour resolution failed
     uint64_t rx_no_memory = 0;        // payload dropped: no zbuf for it (arena or max_memory)
-    uint64_t mem_limit_refused = 0;   // 2 MiB zones refused to the engine's core by max_memory
+    uint64_t mem_limit_refused = 0;   // zbuf allocations refused: the engine's core is at max_memory
     uint64_t rx_zero_copy = 0;        // payloads handed on in their RX obj (zbuf-backed pool)
     uint64_t rx_copy_pressure = 0;    // bursts copied because the RX pool was below half
     uint64_t rx_multiseg = 0;         // frame dropped: chained RX mbuf that could not be linearized

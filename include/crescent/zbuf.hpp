@@ -420,7 +420,7 @@ struct Stats {
     uint64_t zones_total = 0;         // zones in the arena
     uint64_t zones_used = 0;          // handed to a core or an integration
     uint64_t zones_reclaimed = 0;     // idle zones of one class re-formatted for another (arena full)
-    uint64_t core_limit_refused = 0;  // fresh zones refused by cores' limits (Arena::set_core_limit)
+    uint64_t core_limit_refused = 0;  // allocations refused by cores' limits (Arena::set_core_limit)
     Backing backing = Backing::Auto;  // what was actually used
     size_t bytes = 0;                 // arena size in bytes (whole zones)
     // Objs held now: every class's live plus external_live (what a leak check
@@ -497,11 +497,11 @@ public:
     // core_limit_refused). Zones it owns already stay; any thread.
     void set_core_limit(unsigned core, size_t bytes);
     size_t core_limit(unsigned core) const;  // bytes (whole zones), 0 = none
-    // One core's memory: the Slab zones it owns, its cap, the zones refused.
+    // One core's memory: the Slab zones it owns, its cap, what the cap refused.
     struct CoreUsage {
         uint64_t zones = 0;          // owned now (x kZoneSize bytes)
         uint64_t limit_zones = 0;    // set_core_limit(), 0 = none
-        uint64_t limit_refused = 0;  // fresh zones refused by the cap
+        uint64_t limit_refused = 0;  // allocations that needed a fresh zone, refused by the cap
     };
     CoreUsage core_usage(unsigned core) const;  // any thread (relaxed reads)
 

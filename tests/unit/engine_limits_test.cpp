@@ -21,6 +21,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -238,6 +239,13 @@ TEST_CASE("limits: max_memory caps an engine's zones; NoMemory, rx_no_memory, th
         CHECK(peak_b <= cap_b / zbuf::kZoneSize);
         INFO("sender NoMemory " << src.no_memory << ", receiver rx_no_memory " << bed.b().stats().rx_no_memory);
         CHECK(src.no_memory > 0);
+        std::printf("max_memory: caps a %zu / b %zu MiB; zones at most a %llu / b %llu; held unread %zu B; "
+                    "send_copy NoMemory %llu, rx_no_memory %llu, allocations refused by the caps a %llu / b %llu; "
+                    "%llu bytes verified after recovery\n",
+                    cap_a >> 20, cap_b >> 20, (unsigned long long)peak_a, (unsigned long long)peak_b, queued,
+                    (unsigned long long)src.no_memory, (unsigned long long)bed.b().stats().rx_no_memory,
+                    (unsigned long long)bed.a().stats().mem_limit_refused,
+                    (unsigned long long)bed.b().stats().mem_limit_refused, (unsigned long long)sink.total());
         for (Source::Stream& s : src.streams) s.c.close();
         REQUIRE(bed.run_until([&] { return sink.closed == 6 && src.closed == 6; }, 5s));
         close_all_and_settle(bed);
@@ -268,6 +276,8 @@ TEST_CASE("limits: max_connections — connect() refuses at it, SYNs past it are
     CHECK(bed.b().connection_count() == 4);
     CHECK(server.live() == 4);
     CHECK(bed.b().stats().tcp_drop_too_many_conns >= 2);
+    std::printf("max_connections 4 (server) / 6 (client): 7th connect() TooManyConnections; 4 of 6 open, "
+                "%llu SYNs dropped at the limit\n", (unsigned long long)bed.b().stats().tcp_drop_too_many_conns);
 
     // The client closes one: the server's side goes (LAST-ACK, then gone; the
     // client keeps the TIME-WAIT), and a pending SYN's retransmission takes the slot.
@@ -316,6 +326,11 @@ TEST_CASE("limits: listen backlog at its edge — SYN cookies off drops the exce
                 REQUIRE(bed.run_until([&] { return client.conns.size() == 10; }, 4s));
             }
             CHECK(server.live() == 10);
+            std::printf("backlog 4, cookies %s: 10 SYNs in one burst -> drop_backlog_full %llu, cookies sent %llu, "
+                        "cookie ACKs ok %llu; all 10 connected\n", cookies ? "on" : "off",
+                        (unsigned long long)bed.b().stats().tcp_drop_backlog_full,
+                        (unsigned long long)bed.b().stats().tcp_syn_cookies_sent,
+                        (unsigned long long)bed.b().stats().tcp_syn_cookies_ok);
             for (Conn& c : client.conns) c.abort();
             close_all_and_settle(bed);
         }
@@ -361,6 +376,8 @@ TEST_CASE("limits: snd_buf and rcv_buf at their edges", "[engine][limits]") {
     CHECK(c.stats().snd_wnd < 1460);  // the window is (all but) closed
     CHECK(c.send_space() == 0);
     CHECK(src.would_block > 0);
+    std::printf("snd_buf 16384: send_copy(16384) Ok, +1 byte WouldBlock; rcv_buf 32768: %zu B held unread, "
+                "peer window %u\n", sink.queued(), c.stats().snd_wnd);
 
     sink.reading = true;
     sink.drain_all();
@@ -399,6 +416,8 @@ TEST_CASE("limits: reassembly_segments 0 drops out-of-order data (counted); the 
             }, 20s));
             CHECK(sink.mismatches == 0);
             INFO("out-of-order segments queued " << st.ooo_segments << ", dropped for no room " << st.drop_no_room);
+            std::printf("reassembly_segments %u, 2%% loss: 2 MiB byte-exact; ooo queued %llu, dropped no room %llu\n",
+                        limit, (unsigned long long)st.ooo_segments, (unsigned long long)st.drop_no_room);
             if (limit == 0) {
                 CHECK(st.ooo_segments == 0);
                 CHECK(st.drop_no_room > 0);
@@ -446,6 +465,8 @@ TEST_CASE("limits: the mbuf pool runs dry — unbuilt segments counted (tx_no_mb
         INFO("mbufs held " << held.size() << ", tx_no_mbuf " << before << " -> " << during);
         CHECK(during > before);
         CHECK(bed.a().connection_count() == 1);
+        std::printf("mbuf pool: %zu of 2047 mbufs held for 300 ms: tx_no_mbuf +%llu; ", held.size(),
+                    (unsigned long long)(during - before));
 
         for (rte_mbuf* m : held) rte_pktmbuf_free(m);
         REQUIRE(bed.run_until([&] {
@@ -453,6 +474,7 @@ TEST_CASE("limits: the mbuf pool runs dry — unbuilt segments counted (tx_no_mb
             return sink.total() == total;
         }, 20s));
         CHECK(sink.mismatches == 0);
+        std::printf("released: 4 MiB byte-exact\n");
         src.streams[0].c.close();
         REQUIRE(bed.run_until([&] { return sink.closed == 1; }, 2s));
         close_all_and_settle(bed);
