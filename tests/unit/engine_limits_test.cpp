@@ -23,12 +23,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
 #include <crescent/engine.hpp>
+#include <crescent/runtime.hpp>
 #include <crescent/zbuf.hpp>
 
 #include "tests/support/echo_handlers.hpp"
@@ -480,4 +483,48 @@ TEST_CASE("limits: the mbuf pool runs dry — unbuilt segments counted (tx_no_mb
         close_all_and_settle(bed);
     }
     rte_mempool_free(pool);
+}
+
+TEST_CASE("limits: out-of-range limits are refused with a message naming them", "[engine][limits]") {
+    std::string err;
+    EngineConfig ok;
+    CHECK(check_engine_config(ok, &err));
+    struct Bad {
+        std::function<void(EngineConfig&)> set;
+        const char* says;
+    };
+    const Bad bad[] = {
+        {[](EngineConfig& c) { c.backlog = 0; }, "listen backlog 0"},
+        {[](EngineConfig& c) { c.max_connections = 0; }, "connection limit 0"},
+        {[](EngineConfig& c) { c.max_memory = 1u << 20; }, "below one 2 MiB zone"},
+        {[](EngineConfig& c) { c.burst = 513; }, "burst 513"},
+        {[](EngineConfig& c) { c.conn.snd_buf = 100; }, "connection defaults: send buffer of 100 bytes"},
+        {[](EngineConfig& c) { c.conn.rcv_buf = 2u << 30; }, "receive buffer of 2147483648 bytes"},
+        {[](EngineConfig& c) { c.conn.reassembly_segments = 70000; }, "reassembly limit of 70000 segments"},
+        {[](EngineConfig& c) { c.conn.keepalive = true, c.conn.keepalive_count = 0; }, "keepalive needs"},
+    };
+    for (const Bad& b : bad) {
+        EngineConfig c;
+        b.set(c);
+        err.clear();
+        CHECK_FALSE(check_engine_config(c, &err));
+        INFO(err);
+        CHECK(err.find(b.says) != std::string::npos);
+    }
+    // Engine::connect() refuses such ConnOptions without opening anything.
+    REQUIRE(test::RingEnv::get().ok);
+    test::LeakCheck leaks;
+    RingBed bed(49);
+    Counter client;
+    ConnOptions co;
+    co.snd_buf = 1;
+    CHECK(bed.a().connect({bed.ip_b, 9700}, client, nullptr, &co) == ConnectStatus::InvalidArgument);
+    CHECK(bed.a().connection_count() == 0);
+    // ... and Runtime::start() the EngineConfig, before touching any device.
+    RuntimeOptions ro;
+    ro.kernel_only = true;
+    ro.engine.max_memory = 4096;
+    err.clear();
+    CHECK(Runtime::start(ro, &err) == nullptr);
+    CHECK(err.find("memory limit of 4096 bytes") != std::string::npos);
 }
