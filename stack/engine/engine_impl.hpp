@@ -30,6 +30,7 @@
 #include <crescent/zbuf.hpp>
 
 #include "stack/engine/clock.hpp"
+#include "stack/engine/conn_table.hpp"
 #include "stack/engine/device.hpp"
 #include "stack/engine/kernel_loop.hpp"
 #include "stack/engine/nexthop.hpp"
@@ -267,7 +268,7 @@ private:
     bool need_flush_ = false;          // the Host has queued work (send/consume/close)
     bool closing_all_ = false;         // close_all(): report AbortedLocally as EngineStopped
 
-    std::deque<ConnState> conns_;      // never relocates: ConnState holds a deque of Slices
+    StableTable<ConnState> conns_;     // never relocates: ConnState holds a deque of Slices
     std::unordered_map<uint16_t, Handler*> listeners_;
     std::vector<Slice> iov_;           // scratch: one on_data() call
     std::vector<Slice> copy_iov_;      // scratch: send_copy()
