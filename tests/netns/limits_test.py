@@ -653,6 +653,11 @@ def memory(b, mode):
     result(f"{mode}.peak.mem_bytes", peak["mem_bytes"])
     result(f"{mode}.peak.zbuf_live", peak["zbuf_live"])
     result(f"{mode}.samples", sm.samples)
+    if errs or exact != nconn:
+        c = counters(pid)
+        result(f"{mode}.stalled.zbuf_classes", {k[5:]: v for k, v in c.items()
+                                                if re.fullmatch(r"zbuf\.\d+\.(capacity|live)", k)})
+        result(f"{mode}.stalled.server_send_q_recv_q", [(x["send_q"], x["recv_q"]) for x in conns(pid)])
     check(not errs, f"no socket error ({errs[:2]})")
     check(exact == nconn, f"every byte comes back: {exact} of {nconn} connections sha256-exact "
           f"({[len(g) for g in got]} bytes of {each} each)")
