@@ -43,7 +43,11 @@ its control socket. Every wait is bounded in time.
                clients each send 1.5 MiB and read nothing for 3 s: mem_limit_refused and/or
                rx_no_memory > 0 while mem_bytes <= 4 MiB at every sample (~50 ms); then they
                read: every byte back (sha256); a new connection then echoes 512 KiB with no
-               new drop (recovery); zbuf live back to the baseline.
+               new drop (recovery); zbuf live back to the baseline. The peer namespace's
+               net.ipv4.tcp_rto_max_ms is 1000 where the kernel has it (the drain otherwise
+               waits on the peers' RTO backoff after the drops). KNOWN FINDING: a drain now and
+               then takes 20-40 s anyway (printed, not failed): a segment refused for memory is
+               dropped whole, its ACK with it, so crescent's RTO backs off (up to 5 s seen).
   memory_batch the same in batch mode (read() into the heap, write() copies into new zbufs).
                Not in meson.build: today it deadlocks or drops now and then (KNOWN FINDING):
                the received data can hold every zone in the 2048-byte class while write()
@@ -172,6 +176,16 @@ def conns(pid):
             for k, v in re.findall(r"(\w+):(\S+)", lines[i + 1]):
                 d.setdefault(k, v)
         out.append(d)
+    return out
+
+
+def netstat(ns):
+    """TcpExt counters of namespace `ns` (/proc/net/netstat) as {"TCPRcvQDrop": n, ...}."""
+    text = nslib.sh("cat", "/proc/net/netstat", ns=ns).stdout.splitlines()
+    out = {}
+    for h, v in zip(text[::2], text[1::2]):
+        if h.startswith("TcpExt:"):
+            out.update({n: int(x) for n, x in zip(h.split()[1:], v.split()[1:])})
     return out
 
 
@@ -587,6 +601,13 @@ def case_memory_batch():
 
 def memory(b, mode):
     nconn, each = 8, 3 << 19  # 8 x 1.5 MiB
+    # The peers' retransmissions of dropped payloads back off exponentially: with Linux's
+    # default 120 s RTO ceiling the drain took up to ~40 s. Cap it at 1 s in the peer namespace
+    # (Linux >= 6.15) so that the drain measures crescent, not the peer's backoff.
+    rto_max = "/proc/sys/net/ipv4/tcp_rto_max_ms"
+    if os.path.exists(rto_max):
+        nslib.sh("sysctl", "-qw", "net.ipv4.tcp_rto_max_ms=1000", ns=b.b)
+    result(f"{mode}.peer_tcp_rto_max_ms", nslib.sh("cat", rto_max, ns=b.b, check_rc=False).stdout.strip() or "n/a")
     srv = b.echo("--mode", mode, "--copy-rx", "--max-memory-mb", 4)
     pid = srv.pid
     c0 = counters(pid)
@@ -626,7 +647,7 @@ def memory(b, mode):
 
     def reader(i):
         s = socks[i]
-        end = time.time() + 40
+        end = time.time() + 90  # crescent's RTO backoff after its drops: up to ~40 s seen
         s.settimeout(1)
         while time.time() < end:
             try:
@@ -637,16 +658,40 @@ def memory(b, mode):
                 errs.append(str(ex))
                 return
             if not d:
+                done_at[i] = round(time.time() - t0, 2)
                 return
             got[i] += d
+    done_at = [None] * nconn
     rs = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(nconn)]
+    n0 = netstat(b.b)
     t0 = time.time()
     for r in rs:
         r.start()
+    for r in rs:
+        r.join(max(0.0, t0 + 5 - time.time()))
+    if any(r.is_alive() for r in rs):  # a slow drain: what each side holds (KNOWN FINDING, reported)
+        left = [i for i in range(nconn) if done_at[i] is None]
+        result(f"{mode}.slow_drain.unfinished", {i: len(got[i]) for i in left})
+        result(f"{mode}.slow_drain.server_conns", [x for x in conns(pid) if x["send_q"] or x["recv_q"]
+                                                   or x["state"] != "ESTABLISHED"])
+        c = counters(pid)
+        result(f"{mode}.slow_drain.server_counters", {k[9:]: v for k, v in c.items() if k.startswith("engine.0.")
+                                                      and v and ("drop" in k or "no_" in k or "tx_" in k)})
+        result(f"{mode}.slow_drain.peer_ss", nslib.sh("ss", "-tnie", "dst", IP_A, ns=b.b,
+                                                      check_rc=False).stdout.replace("\n", " | "))
     for r in rs + ws:
-        r.join(45)
+        r.join(max(1.0, t0 + 95 - time.time()))
     secs = time.time() - t0
+    if secs > 5:
+        print(f"KNOWN FINDING: the drain took {secs:.1f} s: a segment refused for memory is dropped whole "
+              "(its ACK too), so crescent's own RTO backs off (stack/engine/engine.cpp rx_no_memory)", flush=True)
+    n1 = netstat(b.b)
     peak = sm.stop()
+    result(f"{mode}.drain.peer_tcpext", {k: n1[k] - n0.get(k, 0) for k in ("TCPRcvQDrop", "PruneCalled", "RcvPruned",
+                                                                       "TCPOFODrop", "TCPZeroWindowDrop",
+                                                                       "TCPDSACKOldSent", "TCPTimeouts")
+                                         if k in n1})
+    result(f"{mode}.drain.seconds_per_conn", done_at)
     exact = sum(1 for g, d in zip(got, datas) if hashlib.sha256(g).digest() == hashlib.sha256(d).digest())
     result(f"{mode}.drain.seconds", round(secs, 2))
     result(f"{mode}.drain.bytes_verified", sum(len(g) for g, d in zip(got, datas) if g == d))
@@ -657,7 +702,10 @@ def memory(b, mode):
         c = counters(pid)
         result(f"{mode}.stalled.zbuf_classes", {k[5:]: v for k, v in c.items()
                                                 if re.fullmatch(r"zbuf\.\d+\.(capacity|live)", k)})
-        result(f"{mode}.stalled.server_send_q_recv_q", [(x["send_q"], x["recv_q"]) for x in conns(pid)])
+        result(f"{mode}.stalled.server_conns", conns(pid))
+        result(f"{mode}.stalled.server_counters", {k: v for k, v in c.items() if k.startswith("engine.0.") and v
+                                                   and ("drop" in k or "no_memory" in k or "parse" in k)})
+        result(f"{mode}.stalled.client_ss", nslib.sh("ss", "-tnie", "dst", IP_A, ns=b.b, check_rc=False).stdout)
     check(not errs, f"no socket error ({errs[:2]})")
     check(exact == nconn, f"every byte comes back: {exact} of {nconn} connections sha256-exact "
           f"({[len(g) for g in got]} bytes of {each} each)")
