@@ -12,8 +12,8 @@
 // connection stops reading meanwhile (its receive window closes), in inline
 // mode the window reopens after on_data, so the waiting queue is bounded only
 // by what the peer sends (tests/netns/limits_test.py slow_reader measures it).
-// A write() refused for memory (NoMemory: --max-memory-mb) is retried on a 1 ms
-// timer, as no on_writable follows it.
+// A write() short for memory (the arena or --max-memory-mb) waits the same
+// way: on_writable follows once memory may be back.
 //
 // Client: opens --conns connections to HOST:--port (spread over the engines),
 // streams --bytes of a position-dependent pattern on each, verifies every
@@ -106,7 +106,6 @@ private:
         std::vector<std::byte> buf;    // batch: read, not yet written
         size_t off = 0;
         bool peer_closed = false;      // FIN received: close once everything is echoed
-        bool retry_armed = false;      // batch: a retry timer after NoMemory is pending
     };
     void on_connected(Conn c) override {
         ++accepted;
@@ -136,17 +135,6 @@ private:
         c.set_user(nullptr);
     }
 
-    // Batch: drain() again in 1 ms (write() refused for memory, which has no wakeup).
-    void retry_later(Conn c, Pending& p) {
-        if (p.retry_armed) return;
-        p.retry_armed = true;
-        c.engine()->add_timer(std::chrono::milliseconds(1), [this, c] {
-            auto* q = static_cast<Pending*>(c.user());  // nullptr once the connection is gone
-            if (!q) return;
-            q->retry_armed = false;
-            drain(c, *q);
-        });
-    }
     void drain(Conn c, Pending& p) {
         if (echo(c, p) && p.peer_closed && c.readable() == 0) c.close();
     }
@@ -175,12 +163,7 @@ private:
                 size_t w = c.write(p.buf.data() + p.off, p.buf.size() - p.off);
                 p.off += w;
                 echoed += w;
-                if (p.off < p.buf.size()) {
-                    // 0 with send space left: the arena or --max-memory-mb refused the
-                    // copy (NoMemory), and no on_writable() follows that: retry shortly.
-                    if (w == 0 && c.send_space() > 0) retry_later(c, p);
-                    return false;  // otherwise on_writable continues
-                }
+                if (p.off < p.buf.size()) return false;  // on_writable continues
             }
             p.buf.resize(64 * 1024);
             size_t r = c.read(p.buf.data(), p.buf.size());

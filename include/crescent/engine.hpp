@@ -111,7 +111,7 @@ enum class SendStatus : uint8_t {
     Ok,           // everything was queued (zero-copy: the slices now belong to the connection)
     WouldBlock,   // not enough send space: nothing was queued; on_writable() follows
     Closed,       // the connection is gone, or its sending direction is shut
-    NoMemory,     // send_copy()/write(): the arena has no free objs
+    NoMemory,     // send_copy(): the arena (or max_memory) has no room; on_writable() follows
 };
 // The enumerator's name ("WouldBlock"), for logs; a static string.
 std::string_view send_status_name(SendStatus s);
@@ -330,7 +330,8 @@ public:
     SendStatus send_copy(std::span<const std::byte> bytes);
     // send_copy() of a string's bytes.
     SendStatus send_copy(std::string_view s) { return send_copy(std::as_bytes(std::span(s.data(), s.size()))); }
-    // Socket-like: copies as much as fits (0 when full: wait for on_writable()).
+    // Socket-like: copies as much as fits in the send buffer and in memory
+    // (0 when either is full: wait for on_writable()).
     size_t write(const void* buf, size_t len);
     // Batch mode: copies queued received bytes (0 when none). The receive
     // window reopens as bytes are read.
@@ -385,7 +386,8 @@ public:
     virtual void on_readable(Conn c) { (void)c; }
     // `bytes` of sent data were acknowledged and their zbufs released.
     virtual void on_acked(Conn c, size_t bytes) { (void)c; (void)bytes; }
-    // Send space is back after a WouldBlock / short write().
+    // Send space is back after a WouldBlock / short write(), or memory may be
+    // back after a NoMemory (asked again every millisecond while refused).
     virtual void on_writable(Conn c) { (void)c; }
     // The peer sent FIN: no more data will arrive (we may still send).
     virtual void on_peer_closed(Conn c) { (void)c; }

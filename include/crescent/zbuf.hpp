@@ -504,6 +504,16 @@ public:
         uint64_t limit_refused = 0;  // allocations that needed a fresh zone, refused by the cap
     };
     CoreUsage core_usage(unsigned core) const;  // any thread (relaxed reads)
+    // Bytes of the objs allocated now from `core`'s zones (live objs x their
+    // class size); a few relaxed loads.
+    uint64_t core_live_bytes(unsigned core) const {
+        if (core >= kMaxCores || !detail::g_hot.cores) return 0;
+        const detail::CoreHot& h = detail::g_hot.cores[core];
+        uint64_t b = 0;
+        for (unsigned c = 0; c < detail::g_hot.nclasses; ++c)
+            b += h.live[c].load(std::memory_order_relaxed) * detail::g_hot.class_size[c];
+        return b;
+    }
 
     // A snapshot of every counter (any thread; relaxed reads, so counters of
     // running cores may be a moment old).

@@ -51,21 +51,61 @@ SendStatus EngineImpl::conn_send_copy(uint32_t index, uint32_t gen, std::span<co
         s->want_bytes = bytes.size();
         return SendStatus::WouldBlock;
     }
-    const size_t chunk = arena_->config().size_classes.empty() ? 2048 : arena_->config().size_classes.back();
     copy_iov_.clear();
-    for (size_t off = 0; off < bytes.size(); off += chunk) {
-        size_t n = std::min(chunk, bytes.size() - off);
-        Slice sl = arena_->alloc_slice(n);
-        if (!sl) {
-            copy_iov_.clear();
-            return SendStatus::NoMemory;
-        }
-        std::memcpy(sl.data(), bytes.data() + off, n);
-        copy_iov_.push_back(std::move(sl));
+    if (copy_to_slices(bytes) != bytes.size()) {
+        copy_iov_.clear();
+        wait_for_memory(*s, id);
+        return SendStatus::NoMemory;
     }
     SendStatus r = conn_send(index, gen, std::span<Slice>(copy_iov_));
     copy_iov_.clear();
     return r;
+}
+
+size_t EngineImpl::copy_to_slices(std::span<const std::byte> bytes) {
+    const std::vector<uint32_t>& classes = arena_->config().size_classes;
+    size_t off = 0;
+    // The class to try first, then down as refused: the largest (fewest
+    // slices); under max_memory the one received payloads take, so that the
+    // engine's few zones serve both and none has to change class while
+    // partly used (a zone held by one class is lost to the others).
+    size_t cls = p_.cfg.max_memory != 0 ? copy_class_ + 1 : classes.size();
+    while (off < bytes.size() && cls > 0) {
+        const size_t n = std::min<size_t>(classes[cls - 1], bytes.size() - off);
+        Slice sl = arena_->alloc_slice(n);
+        if (!sl) {
+            --cls;  // smaller objs may still be free (another class's zones)
+            continue;
+        }
+        std::memcpy(sl.data(), bytes.data() + off, n);
+        copy_iov_.push_back(std::move(sl));
+        off += n;
+    }
+    return off;
+}
+
+void EngineImpl::wait_for_memory(ConnState& s, tcp::ConnId id) {
+    if (!s.want_memory) {
+        s.want_memory = true;
+        mem_waiters_.push_back(id);
+    }
+    if (!mem_retry_armed_) {
+        mem_retry_armed_ = true;
+        wheel_.add(clock_.now() + std::chrono::milliseconds(1), [this] { retry_memory_waiters(); });
+    }
+}
+
+void EngineImpl::retry_memory_waiters() {
+    mem_retry_armed_ = false;
+    std::vector<tcp::ConnId> waiters;
+    waiters.swap(mem_waiters_);
+    for (tcp::ConnId id : waiters) {
+        ConnState* s = state_of(id.index, id.gen);
+        if (!s || !s->want_memory) continue;
+        s->want_memory = false;
+        ++st_.callbacks;
+        if (s->handler) s->handler->on_writable(handle(id));  // may call wait_for_memory() again
+    }
 }
 
 size_t EngineImpl::conn_write(uint32_t index, uint32_t gen, const void* buf, size_t len) {
@@ -78,13 +118,22 @@ size_t EngineImpl::conn_write(uint32_t index, uint32_t gen, const void* buf, siz
         s->want_bytes = 1;
         return 0;
     }
-    auto r = conn_send_copy(index, gen, std::span<const std::byte>(static_cast<const std::byte*>(buf), n));
+    // As much as memory allows: a short write, not none.
+    copy_iov_.clear();
+    n = copy_to_slices(std::span<const std::byte>(static_cast<const std::byte*>(buf), n));
+    if (n == 0) {
+        wait_for_memory(*s, tcp::ConnId{index, gen});
+        return 0;
+    }
+    SendStatus r = conn_send(index, gen, std::span<Slice>(copy_iov_));
+    copy_iov_.clear();
     if (r != SendStatus::Ok) return 0;
-    if (n < len) {
-        s = state_of(index, gen);
-        if (s) {
+    if (n < len && (s = state_of(index, gen))) {
+        if (t->send_space() == 0) {
             s->want_writable = true;
             s->want_bytes = 1;
+        } else {
+            wait_for_memory(*s, tcp::ConnId{index, gen});  // short for memory, not space
         }
     }
     return n;

@@ -79,7 +79,12 @@ EngineImpl::EngineImpl(const EngineParams& p)
     }
     // EngineConfig::max_memory: this core's share of the arena (engines that
     // share a zbuf core, as in tests, share the cap).
-    if (arena_ && p_.cfg.max_memory != 0) arena_->set_core_limit(p_.core, p_.cfg.max_memory);
+    if (arena_ && p_.cfg.max_memory != 0) {
+        arena_->set_core_limit(p_.core, p_.cfg.max_memory);
+        rx_headroom_ = std::max<size_t>(p_.cfg.max_memory / 8, 128u << 10);
+        const std::vector<uint32_t>& classes = arena_->config().size_classes;
+        while (copy_class_ + 1 < classes.size() && classes[copy_class_] < caps_.mtu) ++copy_class_;
+    }
     epfd_ = epoll_create1(EPOLL_CLOEXEC);
     if (epfd_ < 0) log::core(p_.core)->warn("epoll_create1 failed: {}; add_fd() unavailable", std::strerror(errno));
     if (kernel_only_ && epfd_ >= 0 && !wake_.open(epfd_))
@@ -252,7 +257,12 @@ size_t EngineImpl::poll_once() {
     }
     if (pcap_toggle_.load(std::memory_order_relaxed)) [[unlikely]] apply_pcap_toggle();
     ++st_.loops;
-    if (work == 0) ++st_.idle_loops;
+    if (work == 0) {
+        ++st_.idle_loops;
+        // Objs other threads freed wait in this core's return ring, counted
+        // live, until an alloc misses its zone; an idle iteration gives them back.
+        if (arena_) arena_->drain_returns();
+    }
     pub_.tick(*this, now);
     return work;
 }
@@ -397,11 +407,12 @@ void EngineImpl::rx(Instant now, uint16_t n) {
             }
         }
         if (f.payload_len != 0) {
-            payload = arena_->alloc_slice(f.payload_len);
+            if (rx_copy_allowed(f.payload_len, f)) [[likely]] payload = arena_->alloc_slice(f.payload_len);
             if (!payload) {
                 ++st_.rx_no_memory;
                 warn(Warn::RxNoMemory);
                 rte_pktmbuf_free(m);
+                rx_header_only(f, now);
                 continue;
             }
             std::memcpy(payload.data(), data + f.payload_off, f.payload_len);
@@ -923,6 +934,23 @@ void EngineImpl::flush_tx() {
     txq_captured_ = txq_.size();
 }
 
+
+bool EngineImpl::rx_in_order(const wire::Frame& f) const {
+    const std::optional<tcp::ConnId> id = host_.lookup(f.ip.src, f.tcp.src_port, f.tcp.dst_port);
+    const tcp::Tcb* t = id ? host_.find(*id) : nullptr;
+    return t && f.tcp.seq == t->rcv_nxt();
+}
+
+void EngineImpl::rx_header_only(const wire::Frame& f, Instant now) {
+    if (!f.tcp.has(wire::tcp_flags::ACK) || f.tcp.has(wire::tcp_flags::SYN)) return;
+    wire::TcpRepr h = f.tcp;
+    h.flags &= uint8_t(~wire::tcp_flags::FIN);
+    host_.on_segment(f.ip.src, f.ip.dst, f.ip.ecn, h, Slice(), now, act_);
+    if (!act_.empty()) {
+        process(act_, now);
+        act_.clear();
+    }
+}
 
 EngineStats EngineImpl::stats() const {
     EngineStats o = st_;

@@ -171,6 +171,7 @@ private:
         bool live = false;
         bool connected_notified = false;
         bool want_writable = false;
+        bool want_memory = false;      // told NoMemory: on_writable() once memory may be back
         bool ready = false;            // batch: in ready_ (on_readable pending)
         Handler* handler = nullptr;
         void* user = nullptr;
@@ -220,6 +221,37 @@ private:
     void deliver_inline(tcp::Actions& a, size_t begin, size_t end);
     void run_batch_callbacks(Instant now);
     void mark_flush() { need_flush_ = true; }
+    // Copies `bytes` into arena objs appended to copy_iov_: the largest size
+    // class first, smaller ones when a class is refused (any free obj of the
+    // engine's core serves). Returns the bytes copied: all of them, or what
+    // memory allowed (the caller decides whether a short copy will do).
+    size_t copy_to_slices(std::span<const std::byte> bytes);
+    // The connection was refused memory: on_writable() follows, from a 1 ms
+    // wheel timer, as long as it keeps being refused (memory comes back as
+    // peers acknowledge and the application consumes).
+    void wait_for_memory(ConnState& s, tcp::ConnId id);
+    void retry_memory_waiters();
+    // A received payload of `n` bytes may be copied into the arena: always
+    // without max_memory; with it, while the core's live bytes leave
+    // rx_headroom_ of the cap to the senders (else received data, which the
+    // application may hold unread until its sends go through, could take
+    // all of it) — except the next in-order bytes of a connection
+    // (rx_in_order()), which may use the headroom: they are what lets the
+    // application consume, and what frees the out-of-order data queued
+    // behind them (else a connection whose hole-filling retransmission is
+    // refused while its reassembly queue holds the memory never recovers).
+    bool rx_copy_allowed(size_t n, const wire::Frame& f) {
+        if (p_.cfg.max_memory == 0) return true;
+        if (arena_->core_live_bytes(p_.core) + n + rx_headroom_ <= p_.cfg.max_memory) return true;
+        arena_->drain_returns();  // objs other threads freed count as live until drained
+        if (arena_->core_live_bytes(p_.core) + n + rx_headroom_ <= p_.cfg.max_memory) return true;
+        return rx_in_order(f);
+    }
+    bool rx_in_order(const wire::Frame& f) const;
+    // The payload of `f` could not be stored: its ACK, window and flags
+    // other than FIN (which would sit at the wrong sequence number without
+    // the data) still reach TCP; the data is retransmitted by the peer.
+    void rx_header_only(const wire::Frame& f, Instant now);
     void poll_fds(Duration timeout);
     // The loop of an engine without a device (kernel_loop.cpp): timers and
     // epoll only, busy or blocking (EngineConfig::kernel_wait); ends with
@@ -282,6 +314,10 @@ private:
     std::unique_ptr<PcapWriter> pcap_own_;           // a capture switched on at run time
     void apply_pcap_toggle();
     std::deque<PendingFrame> pending_; // frames waiting for their neighbour
+    std::vector<tcp::ConnId> mem_waiters_;  // told NoMemory (wait_for_memory)
+    bool mem_retry_armed_ = false;          // a wheel timer will call retry_memory_waiters()
+    size_t rx_headroom_ = 0;                // max(max_memory / 8, 128 KiB) with a cap
+    size_t copy_class_ = 0;                 // with a cap: the size class of an MTU's payload (copy_to_slices)
     static constexpr size_t kTxQueueMax = 16384;
 
     std::unordered_map<uint64_t, std::function<void()>> stop_hooks_;  // run once by close_all()

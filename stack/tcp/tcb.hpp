@@ -391,6 +391,7 @@ public:
     // --- inspection ---
     State state() const { return state_; }
     ConnId id() const { return id_; }
+    SeqNum rcv_nxt() const { return rcv_.nxt; }  // RCV.NXT: the next byte expected in order
     const Endpoints& endpoints() const { return ep_; }
     Stats stats() const;
     // The congestion control algorithm this connection runs (ss -ti's `cc`).

@@ -49,12 +49,12 @@ its control socket. Every wait is bounded in time.
                the drain to 20-40 s now and then. A drain over 5 s is printed with both
                sides' state.
   memory_batch the same in batch mode (read() into the heap, write() copies into new zbufs).
-               Not in meson.build: today it deadlocks or drops now and then (KNOWN FINDING):
-               the received data can hold every zone in the 2048-byte class while write()
-               asks for an obj of a larger class, and objs freed by read() do not free their
-               zone, so NoMemory never ends; or empty zones stay with a larger class and a
-               later connection's received payloads are dropped (rx_no_memory) with nothing
-               live.
+               Found, then fixed in the engine: the received data could hold every zone in
+               the 2048-byte class while write() asked for a 64 KiB obj, so NoMemory never
+               ended (and no on_writable followed it); or a zone left with a larger class cost
+               a later connection drops. Under max_memory the engine's copies now take the
+               received payloads' class (any class when refused), received copies leave the
+               senders headroom (in-order bytes may use it), and on_writable follows NoMemory.
 
 Exit: 0 pass, 1 fail, 77 skip (not root, or no hping3/nft for `backlog`).
 """

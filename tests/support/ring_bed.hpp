@@ -128,6 +128,10 @@ public:
     ~RingBed() {
         stop(a_);
         stop(b_);
+        if (o_.b_own_core) {  // b's objs freed by core 0 (e.g. a's copies of b's TX chains) wait in core 1's ring
+            zbuf::CoreScope b_core(1);
+            if (zbuf::Arena* a = zbuf::Arena::current()) a->drain_returns();
+        }
         if (ports_)
             for (uint16_t p : {port_a_, port_b_}) {
                 rte_eth_dev_stop(p);
