@@ -9,9 +9,10 @@
 // inline mode the received zbuf slices themselves are sent back (zero-copy);
 // in batch mode the copy API (read/write) is used. Backpressure: what the
 // send buffer cannot take waits until on_writable; in batch mode the
-// connection stops reading meanwhile (its receive window closes), in inline
-// mode the window reopens after on_data, so the waiting queue is bounded only
-// by what the peer sends (tests/netns/limits_test.py slow_reader measures it).
+// connection stops reading meanwhile (its receive window closes); in inline
+// mode the kept slices hold their bytes in the window (Conn::hold_window,
+// released as they are echoed), so a peer that does not read is stopped at
+// --rcv-buf either way (tests/netns/limits_test.py slow_reader checks both).
 // A write() short for memory (the arena or --max-memory-mb) waits the same
 // way: on_writable follows once memory may be back.
 //
@@ -119,8 +120,12 @@ private:
             echoed += n;
             return;
         }
+        // Kept until the send buffer takes them: their bytes stay in the
+        // receive window meanwhile (released as they are echoed), so a peer
+        // that does not read its echo is stopped at --rcv-buf.
         for (Slice& s : data)
             if (!s.empty()) p->slices.push_back(std::move(s));
+        c.hold_window();
         drain(c, *p);
     }
     void on_readable(Conn c) override { drain(c, *static_cast<Pending*>(c.user())); }
@@ -146,6 +151,7 @@ private:
                 size_t n = s.size();
                 if (c.send(std::span<Slice>(&s, 1)) == SendStatus::Ok) {
                     echoed += n;
+                    c.release_window(n);
                     p.slices.pop_front();
                     continue;
                 }
@@ -155,6 +161,7 @@ private:
                 if (c.send(s.sub(0, space)) != SendStatus::Ok) return false;
                 s.remove_prefix(space);
                 echoed += space;
+                c.release_window(space);
             }
             return true;
         }

@@ -38,10 +38,12 @@ class Echo final : public Handler {
         if (st.unsent.empty() && c.send(data) == SendStatus::Ok) return;
         // WouldBlock: nothing moved. Keep the slices by moving them out of
         // `data` (the engine drops whatever is left there when we return)
-        // and continue in on_writable(). A real server bounds `unsent`: in
-        // inline mode the receive window reopens as soon as we return.
+        // and continue in on_writable(). Their bytes stay in the receive
+        // window until we release them (else it would reopen as soon as we
+        // return, and a peer that never reads its echo would fill `unsent`).
         for (Slice& s : data)
             if (!s.empty()) st.unsent.push_back(std::move(s));
+        c.hold_window();
         flush(c, st);
     }
 
@@ -62,8 +64,10 @@ class Echo final : public Handler {
         while (!st.unsent.empty()) {
             // All or nothing per call: on WouldBlock the slice stays here and
             // on_writable() fires once send space is back.
+            const size_t n = st.unsent.front().size();
             if (c.send(std::span<Slice>(&st.unsent.front(), 1)) != SendStatus::Ok) return;
             st.unsent.pop_front();
+            c.release_window(n);  // the window reopens by what went out
         }
         if (st.peer_closed) c.close();  // FIN after the queued bytes
     }

@@ -102,8 +102,8 @@ struct ConnOptions {
     // counted in ConnStats::drop_no_room, and retransmitted by the peer).
     // Each held segment pins its whole RX obj, so the segment bound is the
     // one that caps memory against a peer sending tiny segments.
-    uint32_t reassembly_bytes = 4u << 20;
-    uint32_t reassembly_segments = 256;
+    uint32_t reassembly_bytes = 4u << 20;    // out-of-order bytes held at most
+    uint32_t reassembly_segments = 256;      // out-of-order segments held at most
 };
 
 // The result of Conn::send() and send_copy(): all or nothing.
@@ -358,6 +358,17 @@ public:
     void set_user(void* p);
     // The pointer given to set_user(), nullptr if none or once invalid.
     void* user() const;
+    // Inline mode, from on_data(): this delivery's bytes stay in the receive
+    // window when on_data() returns (it does not reopen by them) until
+    // release_window() gives them back. Backpressure for a handler that keeps
+    // the slices because it cannot pass them on yet (an echo whose send
+    // buffer is full): the held bytes count against ConnOptions::rcv_buf, so
+    // the peer stops there instead of the handler's queue growing.
+    void hold_window();
+    // Reopen the window by `bytes` held with hold_window() (at most what is held).
+    void release_window(size_t bytes);
+    // Bytes held now (hold_window() less release_window()).
+    size_t held_window() const;
     // The engine that owns the connection (nullptr for a default handle).
     Engine* engine() const;
 

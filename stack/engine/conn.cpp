@@ -280,6 +280,24 @@ void EngineImpl::conn_set_user(uint32_t index, uint32_t gen, void* p) {
     if (ConnState* s = state_of(index, gen)) s->user = p;
 }
 
+void EngineImpl::conn_hold_window(uint32_t index, uint32_t gen) {
+    if (ConnState* s = state_of(index, gen)) s->hold_now = true;
+}
+
+void EngineImpl::conn_release_window(uint32_t index, uint32_t gen, size_t bytes) {
+    ConnState* s = state_of(index, gen);
+    if (!s || s->held == 0 || bytes == 0) return;
+    const size_t n = std::min(bytes, s->held);
+    s->held -= n;
+    host_.consume(tcp::ConnId{index, gen}, uint32_t(n));
+    mark_flush();
+}
+
+size_t EngineImpl::conn_held_window(uint32_t index, uint32_t gen) const {
+    const ConnState* s = state_of(index, gen);
+    return s ? s->held : 0;
+}
+
 void* EngineImpl::conn_user(uint32_t index, uint32_t gen) const {
     const ConnState* s = state_of(index, gen);
     return s ? s->user : nullptr;
@@ -307,6 +325,9 @@ Endpoint Conn::remote() const { return e_ ? e_->conn_remote(index_, gen_) : Endp
 ConnStats Conn::stats() const { return e_ ? e_->conn_stats(index_, gen_) : ConnStats{"CLOSED"}; }
 void Conn::set_user(void* p) { if (e_) e_->conn_set_user(index_, gen_, p); }
 void* Conn::user() const { return e_ ? e_->conn_user(index_, gen_) : nullptr; }
+void Conn::hold_window() { if (e_) e_->conn_hold_window(index_, gen_); }
+void Conn::release_window(size_t bytes) { if (e_) e_->conn_release_window(index_, gen_, bytes); }
+size_t Conn::held_window() const { return e_ ? e_->conn_held_window(index_, gen_) : 0; }
 Engine* Conn::engine() const { return e_ ? e_->owner() : nullptr; }
 
 } // namespace crescent

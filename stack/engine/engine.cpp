@@ -502,9 +502,16 @@ void EngineImpl::deliver_inline(tcp::Actions& a, size_t begin, size_t end) {
     ConnState* s = state_of(id.index, id.gen);
     if (s && s->handler) {
         ++st_.callbacks;
+        s->hold_now = false;
         s->handler->on_data(handle(id), std::span<Slice>(iov_));
+        s = state_of(id.index, id.gen);  // the handler may have closed it
     }
     iov_.clear();  // slices the handler did not keep go back now
+    if (s && s->hold_now) {
+        s->hold_now = false;
+        s->held += bytes;  // the window reopens by them at release_window()
+        return;
+    }
     host_.consume(id, bytes);
     mark_flush();
 }

@@ -161,6 +161,9 @@ public:
     Endpoint conn_remote(uint32_t index, uint32_t gen) const;
     ConnStats conn_stats(uint32_t index, uint32_t gen) const;
     void conn_set_user(uint32_t index, uint32_t gen, void* p);
+    void conn_hold_window(uint32_t index, uint32_t gen);
+    void conn_release_window(uint32_t index, uint32_t gen, size_t bytes);
+    size_t conn_held_window(uint32_t index, uint32_t gen) const;
     void* conn_user(uint32_t index, uint32_t gen) const;
 
 private:
@@ -172,6 +175,8 @@ private:
         bool connected_notified = false;
         bool want_writable = false;
         bool want_memory = false;      // told NoMemory: on_writable() once memory may be back
+        bool hold_now = false;         // inline: hold_window() during this on_data()
+        size_t held = 0;               // inline: delivered bytes kept out of the window (hold_window)
         bool ready = false;            // batch: in ready_ (on_readable pending)
         Handler* handler = nullptr;
         void* user = nullptr;

@@ -36,9 +36,9 @@ its control socket. Every wait is bounded in time.
                the server's snd_wnd 0, the connection stays ESTABLISHED and probes
                (segs_out grows, no abort); then it reads: 2 MiB back byte-exact.
                Then the inline mode (zero-copy send of the received slices) with the same
-               slow reader: send_q <= snd_buf, RST cleans up; what the server holds is
-               measured and reported (KNOWN FINDING, not asserted: on_data() cannot keep the
-               window closed, so crescent-echo queues whatever the client sends).
+               slow reader: the client blocks too (crescent-echo holds the window over the
+               slices it keeps, Conn::hold_window: found as a finding, fixed), send_q <=
+               snd_buf, memory flat, RST cleans up.
   memory       --copy-rx --max-memory-mb 4 (2 zones), inline mode: 8 kernel
                clients each send 1.5 MiB and read nothing for 3 s: mem_limit_refused and/or
                rx_no_memory > 0 while mem_bytes <= 4 MiB at every sample (~50 ms); then they
@@ -573,13 +573,12 @@ def case_slow_reader():
         pid = srv.pid
         s, sent, eagain, more, mem, live, sq, live0 = slow_reader(b, srv, "inline")
         check(max(sq) <= 65536, f"inline: the server's send_q stays <= snd_buf 65536 ({sq})")
-        # Not asserted (a known finding, reported): inline mode has no receive backpressure. The
-        # window reopens when on_data() returns, and crescent-echo keeps what send() refused in
-        # its own queue, so the server takes in whatever the client sends (here all 16 MiB).
-        if sent >= (16 << 20) or max(live) > 1000:
-            print(f"KNOWN FINDING: inline mode takes in what the slow reader sends ({sent} bytes written, "
-                  f"mem_bytes {max(mem)}, zbuf live {max(live)}): no receive backpressure in on_data()",
-                  flush=True)
+        # Receive backpressure in inline mode: the slices crescent-echo keeps hold their bytes in
+        # the window (Conn::hold_window), so the client is stopped as in batch mode. (Before it,
+        # the window reopened when on_data() returned and the server took in all 16 MiB.)
+        check(eagain and sent < (16 << 20), f"inline: the client's send blocks (EAGAIN) after {sent} of 16 MiB")
+        check(more == 0, f"inline: and stays blocked ({more} more bytes taken in 0.5 s)")
+        check(max(live) - min(live) <= 4, f"inline: server memory flat over 3 s: mem_bytes {mem}, zbuf live {live}")
         s.close()
         check(wait_gauge(pid, 0, 2.0), f"inline: closed unread (RST): gone within 2 s ({gauge(pid)})")
         lv = wait_until(lambda: (lambda v: v if v == live0 else None)(zbuf_live(counters(pid))), 3)

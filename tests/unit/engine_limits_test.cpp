@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -644,4 +645,66 @@ TEST_CASE("limits: out-of-range limits are refused with a message naming them", 
     err.clear();
     CHECK(Runtime::start(ro, &err) == nullptr);
     CHECK(err.find("memory limit of 4096 bytes") != std::string::npos);
+}
+
+// Inline mode, receive backpressure: a handler that keeps the slices and holds
+// their bytes in the window (Conn::hold_window) stops the peer at rcv_buf;
+// releasing them (release_window) lets the rest through, byte-exact.
+class Keeper : public Handler {
+public:
+    bool hold = true;
+    std::deque<Slice> kept;
+    Conn conn;
+    uint64_t got = 0, mismatches = 0;
+    void on_connected(Conn c) override { conn = c; }
+    void on_data(Conn c, std::span<Slice> data) override {
+        const uint32_t seed = seed_of(c.remote().port);
+        for (Slice& s : data) {
+            for (size_t i = 0; i < s.size(); ++i)
+                if (s.data()[i] != std::byte(test::pattern_byte(got + i, seed))) ++mismatches;
+            got += s.size();
+            if (hold) kept.push_back(std::move(s));
+        }
+        if (hold) c.hold_window();
+    }
+    void release() {
+        size_t n = 0;
+        for (const Slice& s : kept) n += s.size();
+        kept.clear();
+        conn.release_window(n);
+    }
+    void on_peer_closed(Conn c) override { c.close(); }
+};
+
+TEST_CASE("limits: inline receive backpressure — hold_window() keeps kept bytes in the window",
+          "[engine][limits]") {
+    REQUIRE(test::RingEnv::get().ok);
+    test::LeakCheck leaks;
+    RingBedOptions o;
+    o.conn.rcv_buf = 32768;
+    {
+        RingBed bed(51, o);
+        Keeper keeper;
+        REQUIRE(bed.b().listen(9900, keeper) == ListenStatus::Ok);
+        const uint64_t total = 1u << 20;
+        Source src(total, 4096);
+        REQUIRE(bed.a().connect({bed.ip_b, 9900}, src, nullptr) == ConnectStatus::Ok);
+        REQUIRE(bed.run_until([&] { return src.connected == 1 && keeper.conn.valid(); }, 2s));
+        bed.run_until([&] { src.pump(); return false; }, 300ms);
+        INFO("held " << keeper.conn.held_window() << " B in " << keeper.kept.size() << " slices");
+        CHECK(keeper.got <= 32768);
+        CHECK(keeper.got > 32768 - 1460);
+        CHECK(keeper.conn.held_window() == keeper.got);
+        CHECK(keeper.conn.stats().rcv_wnd < 1460);
+        const uint64_t stopped_at = keeper.got;
+        keeper.hold = false;
+        keeper.release();
+        CHECK(keeper.conn.held_window() == 0);
+        REQUIRE(bed.run_until([&] { src.pump(); return keeper.got == total; }, 10s));
+        CHECK(keeper.mismatches == 0);
+        std::printf("inline hold_window, rcv_buf 32768: the peer stopped at %llu B held; released: 1 MiB byte-exact\n",
+                    (unsigned long long)stopped_at);
+        src.streams[0].c.close();
+        close_all_and_settle(bed);
+    }
 }
