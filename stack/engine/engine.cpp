@@ -841,49 +841,6 @@ void EngineImpl::retry_pending(Instant now) {
     }
 }
 
-// The rate-limited warning of a data-path event (EngineImpl::warn), due now:
-// how often it happened since the last line and what to do about it.
-void EngineImpl::warn_line(Warn k) {
-    const RateLimit& r = warn_[size_t(k)];
-    const uint64_t n = r.count();
-    const double s = r.span_seconds();
-    auto lg = log::core(p_.core);
-    switch (k) {
-    case Warn::NeighPending:
-        lg->warn("neighbour unresolved: {} frame(s) dropped in the last {:.1f} s waiting for ARP; check that the "
-                 "peer or gateway is up and on the link, or give its MAC with --neighbour IP=MAC", n, s);
-        break;
-    case Warn::NeighFailed:
-        lg->warn("neighbour unreachable: {} frame(s) dropped in the last {:.1f} s (ARP got no answer); check the "
-                 "peer address, the --gateway and the link, or give the MAC with --neighbour IP=MAC", n, s);
-        break;
-    case Warn::TxRingFull:
-        lg->warn("TX ring full {} times in the last {:.1f} s: the device is slower than the engine; the batch "
-                 "waits for the next iteration (lower --burst or the offered load, check the link speed)", n, s);
-        break;
-    case Warn::TxOverflow:
-        lg->warn("TX queue overflow: {} frame(s) dropped in the last {:.1f} s because the device stayed full; "
-                 "the engine sends faster than the link drains (reduce the load or the burst, check the link)", n, s);
-        break;
-    case Warn::TxNoMbuf:
-        lg->warn("TX pool empty {} times in the last {:.1f} s: no mbuf to build a frame (the segment is retried "
-                 "by TCP); frames are held by a full TX ring or the ARP queue, see the TX ring and neighbour "
-                 "warnings", n, s);
-        break;
-    case Warn::RxNoMemory:
-        if (p_.cfg.max_memory != 0 && arena_ && arena_->core_usage(p_.core).limit_refused != 0)
-            lg->warn("engine memory cap of {} MiB reached: {} received segment(s) dropped in the last {:.1f} s; "
-                     "raise --max-memory-mb, lower --snd-buf/--rcv-buf, or have the application consume "
-                     "received data (and release its Slices) sooner", p_.cfg.max_memory >> 20, n, s);
-        else
-            lg->warn("zbuf arena empty: {} received segment(s) dropped in the last {:.1f} s; raise --arena-mb, or "
-                     "have the application consume received data (and release its Slices) sooner", n, s);
-        break;
-    case Warn::Count:
-        break;
-    }
-}
-
 // ---- run-time capture toggle ------------------------------------------------------------
 
 bool EngineImpl::pcap_switch(const PcapToggle& t, std::string* err) {
@@ -941,23 +898,6 @@ void EngineImpl::flush_tx() {
     txq_captured_ = txq_.size();
 }
 
-
-bool EngineImpl::rx_in_order(const wire::Frame& f) const {
-    const std::optional<tcp::ConnId> id = host_.lookup(f.ip.src, f.tcp.src_port, f.tcp.dst_port);
-    const tcp::Tcb* t = id ? host_.find(*id) : nullptr;
-    return t && f.tcp.seq == t->rcv_nxt();
-}
-
-void EngineImpl::rx_header_only(const wire::Frame& f, Instant now) {
-    if (!f.tcp.has(wire::tcp_flags::ACK) || f.tcp.has(wire::tcp_flags::SYN)) return;
-    wire::TcpRepr h = f.tcp;
-    h.flags &= uint8_t(~wire::tcp_flags::FIN);
-    host_.on_segment(f.ip.src, f.ip.dst, f.ip.ecn, h, Slice(), now, act_);
-    if (!act_.empty()) {
-        process(act_, now);
-        act_.clear();
-    }
-}
 
 EngineStats EngineImpl::stats() const {
     EngineStats o = st_;
