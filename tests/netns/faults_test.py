@@ -77,7 +77,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nslib  # noqa: E402
-from nslib import Fail, check  # noqa: E402
+from nslib import Fail, check, wait_until  # noqa: E402
 
 KNB = STAT = None
 TESTBED = nslib.TESTBED
@@ -261,15 +261,7 @@ class Faults:
 # ---- crescent-stat -----------------------------------------------------------------
 
 def counters(pid):
-    r = subprocess.run([STAT, str(pid)], capture_output=True, text=True, timeout=20)
-    if r.returncode != 0:
-        raise Fail(f"crescent-stat {pid} -> {r.returncode}: {r.stderr.strip()}")
-    out = {}
-    for line in r.stdout.splitlines():
-        k, _, v = line.partition("=")
-        if v.strip().lstrip("-").isdigit():
-            out[k] = int(v)
-    return out
+    return nslib.counters(STAT, pid)
 
 
 def zbuf_live(c):
@@ -288,16 +280,6 @@ def client_pid(prefix):
     r = subprocess.run(["pgrep", "-f", f"knb client .*--file-prefix {prefix} "], capture_output=True, text=True)
     pids = [int(x) for x in r.stdout.split()]
     return pids[0] if pids else None
-
-
-def wait_until(fn, timeout, step=0.2):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(step)
-    return fn()
 
 
 def sane(rc, out, d, what):

@@ -94,27 +94,13 @@ class InNs:
         return False
 
 
-def stat(*args, timeout=20):
-    r = subprocess.run([STAT] + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        raise Fail(f"crescent-stat {' '.join(map(str, args))} -> {r.returncode}: {r.stderr.strip()}")
-    return r.stdout
-
-
 def counters(pid):
-    out = {}
-    for line in stat(pid).splitlines():
-        k, _, v = line.partition("=")
-        try:
-            out[k] = int(v)
-        except ValueError:
-            pass
-    return out
+    return nslib.counters(STAT, pid)
 
 
 def conn_of(pid, rport):
     """ss fields of the server's connection from IP_B:rport (segs_in, state...) or None."""
-    lines = stat("ss", pid).splitlines()
+    lines = nslib.stat(STAT, "ss", pid).stdout.splitlines()
     for i, l in enumerate(lines):
         if re.search(rf"{re.escape(IP_B)}:{rport}\s*$", l):
             f = dict(re.findall(r"(\w+):([\d.]+)", lines[i + 1])) if i + 1 < len(lines) else {}

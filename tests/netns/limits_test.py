@@ -68,14 +68,13 @@ import select
 import shutil
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nslib  # noqa: E402
-from nslib import IP_A, Fail, check  # noqa: E402
+from nslib import IP_A, Fail, check, wait_until  # noqa: E402
 
 ECHO = STAT = None
 PORT = 7
@@ -136,22 +135,8 @@ class Bed(nslib.Bed):
 
 # ---- crescent-stat ------------------------------------------------------------------
 
-def stat(*args, timeout=20):
-    r = subprocess.run([STAT] + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        raise Fail(f"crescent-stat {' '.join(map(str, args))} -> {r.returncode}: {r.stderr.strip()}")
-    return r.stdout
-
-
 def counters(pid):
-    out = {}
-    for line in stat(pid).splitlines():
-        k, _, v = line.partition("=")
-        try:
-            out[k] = int(v)
-        except ValueError:
-            pass
-    return out
+    return nslib.counters(STAT, pid)
 
 
 def e0(c, k):
@@ -166,7 +151,7 @@ def zbuf_live(c):
 def conns(pid):
     """crescent-stat ss: [{state, recv_q, send_q, local, remote, and the detail line's fields}], no listeners."""
     out = []
-    lines = stat("ss", pid).splitlines()
+    lines = nslib.stat(STAT, "ss", pid).stdout.splitlines()
     for i, l in enumerate(lines):
         f = l.split()
         if len(f) != 6 or f[0] in ("State", "LISTEN"):
@@ -187,16 +172,6 @@ def netstat(ns):
         if h.startswith("TcpExt:"):
             out.update({n: int(x) for n, x in zip(h.split()[1:], v.split()[1:])})
     return out
-
-
-def wait_until(fn, timeout, step=0.1):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(step)
-    return fn()
 
 
 class Sampler:

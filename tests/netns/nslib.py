@@ -1,4 +1,4 @@
-"""Shared harness of the two-namespace example tests (blockd_test.py, kv_test.py).
+"""Shared harness of the two-namespace tests (blockd_test.py, kv_test.py, faults_test.py, ...).
 
 A test script imports it from its own directory:
 
@@ -17,6 +17,9 @@ What it gives:
                             scratch files deleted
   parse_args, need_root, run  the `SCRIPT BIN... CASE` entry point: exit 0 pass, 1 fail,
                             2 usage, 77 skip
+  stat(STAT, *args), counters(STAT, pid)   tools/crescent-stat (path STAT) bounded in time:
+                            its output / a process's integer counters
+  wait_until(fn, timeout)   polls fn() until it returns something true, bounded in time
 """
 import os
 import re
@@ -182,3 +185,40 @@ def run(case, skip=None):
         return 1
     print("PASS")
     return 0
+
+
+# ---- tools/crescent-stat ----------------------------------------------------------------
+
+def stat(binary, *args, rc=0, timeout=20):
+    """crescent-stat `binary` run with `args`: its CompletedProcess; Fail unless it exits `rc`
+    (None: any exit status)."""
+    r = subprocess.run([binary] + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+    if rc is not None and r.returncode != rc:
+        raise Fail(f"crescent-stat {' '.join(map(str, args))} -> {r.returncode}"
+                   + (f" (wanted {rc})" if rc else "") + f": {r.stderr.strip()}")
+    return r
+
+
+def counters(binary, pid, strict=False, timeout=20):
+    """`crescent-stat PID` as {name: int}. A line whose value is not an integer is left out, or
+    with `strict` fails the test (every counter line is NAME=INTEGER)."""
+    out = {}
+    for line in stat(binary, pid, timeout=timeout).stdout.splitlines():
+        k, _, v = line.partition("=")
+        try:
+            out[k] = int(v)
+        except ValueError:
+            if strict:
+                raise Fail(f"crescent-stat {pid}: not NAME=INTEGER: {line!r}") from None
+    return out
+
+
+def wait_until(fn, timeout, step=0.1):
+    """fn() every `step` s until it returns something true or `timeout` s pass: its last value."""
+    end = time.time() + timeout
+    while time.time() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(step)
+    return fn()

@@ -20,32 +20,24 @@ Exit: 0 pass, 1 fail, 77 skip (not root).
 """
 import os
 import re
-import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nslib  # noqa: E402
-from nslib import Fail, check  # noqa: E402
+from nslib import check  # noqa: E402
 import knb_test  # noqa: E402  (the bed: tools/knb-bed up veth, its names and addresses)
 
 KNB = STAT = None
 
 
 def stat(*args, rc=0, timeout=30):
-    r = subprocess.run([STAT] + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
-    if rc is not None and r.returncode != rc:
-        raise Fail(f"crescent-stat {' '.join(map(str, args))} -> {r.returncode} (wanted {rc}): {r.stderr.strip()}")
-    return r
+    return nslib.stat(STAT, *args, rc=rc, timeout=timeout)
 
 
 def counters(pid):
-    out = {}
-    for line in stat(pid).stdout.splitlines():
-        k, _, v = line.partition("=")
-        out[k] = int(v)
-    return out
+    return nslib.counters(STAT, pid, strict=True, timeout=30)
 
 
 def case_load():
