@@ -17,10 +17,12 @@ goes down is flushed; a connected route comes back with the link).
 
   loss     for each congestion control (newreno, cubic, dctcp) against a Linux peer (kernel
            knb client) and a crescent peer (crescent knb client, same --cc): 256 KiB requests
-           and responses, --verify full, while R drops 5 % of TCP packets, then 20 % for 1 s,
-           then all of them for 0.3 s (a burst), then 5 % again, and duplicates 1 % toward A.
-           Checked: exit 0, errors 0, every completed response verified byte by byte, the
-           nftables counters show drops and duplicates happened; retransmissions reported.
+           and responses for 3 s, --verify full, while R drops 5 % of TCP packets (from when
+           both connections carry data), then 20 % for 1 s, then all of them for 0.3 s (a
+           burst), then 5 % again to the end, and duplicates 1 % toward A. Checked: exit 0,
+           errors 0, every completed response verified byte by byte, the client still running
+           when the burst ended, the nftables counters show drops and duplicates happened;
+           retransmissions reported.
   corrupt  R overwrites one payload byte (offset 18 of the TCP payload, @th,400,8 with no
            checksum fix-up: csum_type 0) of 1 in 20 TCP packets longer than 300 bytes, both
            ways, under a kernel-client and a crescent-client transfer: byte-exact anyway,
@@ -297,7 +299,7 @@ def retrans_of(r):
 # ---- loss --------------------------------------------------------------------------
 
 def case_loss():
-    msg, run_s = 262144, 4.0
+    msg, run_s = 262144, 3.0
     with Bed("loss") as b:
         f = Faults(b)
         for cc in CCS:
@@ -313,6 +315,7 @@ def case_loss():
                     res["r"] = b.knb_client(args, stack=stack, tag=f"loss-{cc}-{peer}")
 
                 t = threading.Thread(target=run)
+                t0 = time.time()
                 t.start()
                 # The schedule starts once both connections carry data (a crescent client's EAL
                 # start takes 1-3 s; a lost SYN is not what this case measures).
@@ -333,11 +336,16 @@ def case_loss():
                 f.set(f.loss(100))
                 time.sleep(0.3)
                 f.set(f.loss(5), dup=1)
+                t_sched = time.time() - t0
+                during = t.is_alive()
                 t.join(120)
                 f.set()
+                print(f"{peer} client, cc {cc}: the schedule ended {t_sched:.1f} s after the client started, "
+                      f"the client {time.time() - t0:.1f} s", flush=True)
                 rc, out, d = res.get("r", (1, "the client did not finish", None))
                 what = f"{peer} peer, cc {cc}, 5 %/20 %/burst loss"
                 r = sane(rc, out, d, what)
+                check(during, f"{what}: the client still ran when the burst ended ({t_sched:.1f} s after it started)")
                 dropped, duped = f.dropped - d0, f.duplicated - x0
                 check(dropped > 0 and duped > 0, f"{what}: R dropped {dropped} and duplicated {duped} packets")
                 check(all(u == {cc} for u in used.values()),

@@ -29,7 +29,8 @@ its control socket. Every wait is bounded in time.
                SYN-ACK retransmissions reclaim the half-open ones (gauge back to 10).
   slow_reader  --mode batch --snd-buf 65536 --rcv-buf 65536 (batch: the connection stops
                reading while its echo waits, so the window closes): a client writes up to 16 MiB
-               and never reads: its send blocks (EAGAIN) after a bounded amount, the server's
+               and never reads: its send blocks (EAGAIN) after a bounded amount (the socket takes
+               nothing more for 1 s, within 3 s), the server's
                send_q <= 65536, mem_bytes and zbuf live flat over 3 s; the client closes
                unread (kernel RST) -> the connection is gone within 2 s, zbuf live back.
                Zero window: a client with SO_RCVBUF 4096 that reads nothing for 4 s ->
@@ -427,16 +428,21 @@ def pattern(n, seed):
     return random.Random(seed).randbytes(n)
 
 
-def fill(s, total, seconds):
-    """Non-blocking writes of up to `total` bytes for up to `seconds`: (bytes written, EAGAIN seen)."""
+def fill(s, total, seconds, settle=None):
+    """Non-blocking writes of up to `total` bytes for up to `seconds`, or with `settle` until the
+    socket has taken nothing for `settle` s: (bytes written, EAGAIN seen)."""
     data = pattern(total, 5)
     off, eagain = 0, False
     end = time.time() + seconds
+    last = time.time()
     while off < total and time.time() < end:
         try:
             off += s.send(data[off:off + 65536])
+            last = time.time()
         except BlockingIOError:
             eagain = True
+            if settle is not None and time.time() - last >= settle:
+                break
             select.select([], [s], [], 0.1)
     return off, eagain
 
@@ -449,7 +455,7 @@ def slow_reader(b, srv, mode):
     with InNs(b.b):
         s = socket.create_connection((IP_A, PORT), timeout=5)
     s.setblocking(False)
-    sent, eagain = fill(s, 16 << 20, 3.0)
+    sent, eagain = fill(s, 16 << 20, 3.0, settle=1.0)
     samples = []
     for _ in range(6):
         c = counters(pid)

@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""soak_short: a one-minute tools/soak (issue 11, Soak) — churn, random sizes, every fault phase.
+"""soak_short: a 36-second tools/soak (issue 11, Soak) — churn, random sizes, every fault phase.
 
 Usage: soak_test.py KNB CRESCENT_STAT
   KNB            the knb binary (its build directory, two levels up, is passed to tools/soak --build)
   CRESCENT_STAT  tools/crescent-stat of the same build (checked to be there)
 
-Runs `tools/soak --minutes 1 --fault-every 0.25 --seed 11` (phases none, loss 2 %, dup 1 %,
-loss 5 % burst) and checks: exit 0 with "soak: PASS"; soak.csv has a header and >= 30 rows
+Runs `tools/soak --minutes 0.6 --fault-every 0.1 --seed 11` (phases of 6 s: none, loss 2 %,
+dup 1 %, loss 5 % burst; with seed 11 ~10 clients of 2-5 s each, each phase at least two, the
+burst phase starting ~26 s in, ~10 s before the loop ends; a phase ends with its last client,
+so it overruns its 6 s by up to a client's length) and checks: exit 0 with "soak: PASS"; soak.csv has a header and >= 30 rows
 of integers, every row's errors column 0, some rows with server connections > 0 and
 client_runs growing to > 4; all three fault phases listed with nftables counters > 0;
 "errors: 0" and the drift line saying ok twice; soak.png is a PNG; the bed's namespaces
@@ -41,7 +43,7 @@ def main():
     check(os.access(stat, os.X_OK) and os.path.samefile(stat, os.path.join(bdir, "tools", "crescent-stat")),
           f"crescent-stat is built in {bdir}")
     with tempfile.TemporaryDirectory(prefix="soak-short-") as out:
-        r = subprocess.run(["/usr/bin/python3", SOAK, "--minutes", "1", "--fault-every", "0.25", "--seed", "11",
+        r = subprocess.run(["/usr/bin/python3", SOAK, "--minutes", "0.6", "--fault-every", "0.1", "--seed", "11",
                             "--build", bdir, "--out", out], capture_output=True, text=True, timeout=280)
         text = r.stdout + r.stderr
         print(text[-4000:])
