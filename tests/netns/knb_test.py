@@ -10,7 +10,7 @@ Usage: knb_test.py KNB KERNEL_ECHO CRESCENT_ECHO CASE
 
 Every case but badargs builds its own bed with `tools/knb-bed up veth` under
 KNB_BED_NAME=kn<pid> (server in NAME-a 10.77.0.1, client in NAME-b 10.77.0.2) and always
-tears it down (no namespace or hugepage file left: checked). Runs are 2 s after 0.5 s of
+tears it down (no namespace or hugepage file left: checked). Runs are 1 s after 0.5 s of
 warm-up, server on CPU 0 and client on the last CPU. A run is sane when its JSON document
 says ok, requests > 0, errors == 0 and every completed response was verified — never a
 timing threshold. Exit: 0 pass, 1 fail, 77 skip (not root).
@@ -125,7 +125,7 @@ def sane(rc, out, d, what):
     return d
 
 
-RUN = ["--duration", "2", "--warmup", "0.5"]
+RUN = ["--duration", "1", "--warmup", "0.5"]
 
 
 def case_crescent():
