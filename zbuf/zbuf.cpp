@@ -42,9 +42,11 @@ namespace crescent::zbuf {
 namespace detail {
 Region g_region;
 ArenaHot g_hot;
+CoreHot g_cores[kMaxCores];
 // initial-exec: a plain %fs-relative load even inside libcrescent.so (which is
 // linked at start-up, never dlopen'ed).
 __thread unsigned t_core __attribute__((tls_model("initial-exec"))) = kNoCore;
+__thread CoreHot* t_hot __attribute__((tls_model("initial-exec"))) = nullptr;
 } // namespace detail
 
 namespace {
@@ -137,7 +139,7 @@ struct alignas(64) CoreState {
 struct Layout {
     uint32_t count = 0;
     uint32_t obj_offset = 0;
-    uint32_t stack_offset = 0; // free stack (Slab) right after the ctx array
+    uint32_t stack_offset = 0; // free stack (Slab) bottom entry, after the ctx array and the sentinel
 };
 
 constexpr size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
@@ -149,13 +151,15 @@ Layout layout_for(uint32_t obj_size, ZoneKind kind) {
     // [64, 4096]: 2 KiB objs never straddle a 4 KiB page, bigger ones are
     // page-aligned, everything is cache-line aligned.
     size_t align = std::clamp<size_t>(size_t(obj_size) & (~size_t(obj_size) + 1), 64, 4096);
-    size_t meta = sizeof(ObjCtx) + (kind == ZoneKind::Slab ? sizeof(uint32_t) : 0);
-    size_t n = (kZoneSize - sizeof(ZoneHeader)) / (obj_size + meta);
-    while (n > 0 && align_up(sizeof(ZoneHeader) + n * meta, align) + n * obj_size > kZoneSize) --n;
+    size_t meta = sizeof(ObjCtx) + (kind == ZoneKind::Slab ? sizeof(std::byte*) : 0);
+    // A Slab zone's free stack has a sentinel entry below its bottom.
+    size_t fixed = sizeof(ZoneHeader) + (kind == ZoneKind::Slab ? sizeof(std::byte*) : 0);
+    size_t n = (kZoneSize - fixed) / (obj_size + meta);
+    while (n > 0 && align_up(fixed + n * meta, align) + n * obj_size > kZoneSize) --n;
     if (n == 0) return l;
     l.count = uint32_t(n);
-    l.stack_offset = uint32_t(sizeof(ZoneHeader) + n * sizeof(ObjCtx));
-    l.obj_offset = uint32_t(align_up(sizeof(ZoneHeader) + n * meta, align));
+    l.stack_offset = uint32_t(sizeof(ZoneHeader) + n * sizeof(ObjCtx) + (kind == ZoneKind::Slab ? sizeof(std::byte*) : 0));
+    l.obj_offset = uint32_t(align_up(fixed + n * meta, align));
     return l;
 }
 
@@ -189,7 +193,7 @@ struct Arena::Impl {
     std::atomic<uint64_t> zones_reclaimed{0};        // idle zones re-formatted for another class
 
     std::unique_ptr<CoreState[]> cores{new CoreState[kMaxCores]};
-    std::unique_ptr<CoreHot[]> hot{new CoreHot[kMaxCores]()};
+    CoreHot* const hot = detail::g_cores; // kMaxCores entries (process-wide, reset by ~Arena)
 
     // Threads without a CoreScope.
     std::atomic<uint64_t> nocore_alloc_failed{0};
@@ -226,10 +230,12 @@ struct Arena::Impl {
         z->release_arg = release_arg;
         z->zone_index = index;
         if (kind == ZoneKind::Slab) {
-            z->free_stack = reinterpret_cast<uint32_t*>(z->base() + l.stack_offset);
+            z->free_stack = reinterpret_cast<std::byte**>(z->base() + l.stack_offset);
+            z->owner_room = &detail::g_cores[owner].room[cls];
             // Pop order 0, 1, 2...: consecutive allocations are adjacent in memory.
-            for (uint32_t i = 0; i < l.count; ++i) z->free_stack[i] = l.count - 1 - i;
-            z->free_top = l.count;
+            for (uint32_t i = 0; i < l.count; ++i) z->free_stack[i] = z->obj(l.count - 1 - i);
+            z->free_stack[-1] = nullptr; // the sentinel (memset above; explicit for the reader)
+            z->free_sp = z->free_stack + l.count - 1;
         }
         for (uint32_t i = 0; i < l.count; ++i) z->ctx()[i].owner_hint = uint16_t(owner);
         z->magic = kZoneMagic;
@@ -257,7 +263,7 @@ struct Arena::Impl {
             std::vector<ZoneHeader*>& v = cs.zones[c];
             for (size_t k = 0; k < v.size(); ++k) {
                 ZoneHeader* z = v[k];
-                if (z->free_top != z->obj_count) continue;
+                if (z->free_count() != z->obj_count) continue;
                 v.erase(v.begin() + ptrdiff_t(k));
                 if (h.cur[c] == z) h.cur[c] = nullptr;
                 class_zones[c].fetch_sub(1, std::memory_order_relaxed);
@@ -302,10 +308,10 @@ namespace {
 Arena* g_arena = nullptr;
 Arena::Impl* g_impl = nullptr; // == g_arena->impl_, reachable from free functions
 
-// Owner core: put obj `idx` of Slab zone z back on its free stack.
-inline void free_local(ZoneHeader* z, uint32_t idx, CoreHot& h) {
-    z->free_stack[z->free_top++] = idx;
-    detail::add_live(h, z->size_class, -1);
+// Owner core: put the obj starting at `obj` of Slab zone z back on its free stack.
+inline void free_local(ZoneHeader* z, std::byte* obj) {
+    *++z->free_sp = obj;
+    detail::note_free(*z->owner_room);
 }
 
 // Retry the parked remote frees of `cs`; keeps those whose ring is still full.
@@ -356,7 +362,7 @@ void take_orphans(Arena::Impl& im, unsigned me) {
     for (void* p : im.orphans) {
         ZoneHeader* z = zone_of(p);
         if (z->owner_core == me) {
-            free_local(z, z->index_of(p), im.hot[me]);
+            free_local(z, static_cast<std::byte*>(p));
             im.nocore_remote_frees.fetch_add(1, std::memory_order_relaxed);
         } else if (!im.cores[z->owner_core].ring.load(std::memory_order_acquire)->push(p))
             im.orphans[kept++] = p;
@@ -374,19 +380,18 @@ void drain(Arena::Impl& im, unsigned me) {
     ReturnRing* r = cs.ring.load(std::memory_order_relaxed);
     if (!r) return;
     while (void* p = r->pop()) {
-        ZoneHeader* z = zone_of(p);
-        free_local(z, z->index_of(p), im.hot[me]);
+        free_local(zone_of(p), static_cast<std::byte*>(p));
     }
 }
 
 // Same as the inline path of Arena::alloc.
 inline std::byte* pop_obj(ZoneHeader* z, CoreHot& h, unsigned cls) {
-    uint32_t idx = z->free_stack[--z->free_top];
+    std::byte* p = *z->free_sp--;
     // owner_hint needs no store: a Slab zone's objs are only ever handed out
     // by its owner, and format() wrote the owner into every ctx.
-    z->ctx()[idx].refcnt.store(1, std::memory_order_relaxed);
-    detail::add_live(h, cls, 1);
-    return z->obj(idx);
+    z->ctx()[z->index_of(p)].refcnt.store(1, std::memory_order_relaxed);
+    detail::note_alloc(h, cls);
+    return p;
 }
 
 } // namespace
@@ -418,6 +423,16 @@ void check_pointer(const void* p, const char* op) {
         fail("refcount is already 0 (double free, or use after free)");
 }
 
+void check_obj_start(const void* p, const char* op) {
+    check_pointer(p, op);
+    char msg[160];
+    auto fail = [&](const char* why) {
+        std::snprintf(msg, sizeof msg, "%s: %s", op, why);
+        bad_pointer(p, msg);
+    };
+    if (obj_base(p) != p) fail("not the first byte of its obj (a Zbuf holds only those)");
+}
+
 void unref_slow(ZoneHeader* z, uint32_t idx, ObjCtx& c) {
     c.refcnt.store(0, std::memory_order_relaxed);
     unsigned me = t_core;
@@ -430,7 +445,7 @@ void unref_slow(ZoneHeader* z, uint32_t idx, ObjCtx& c) {
         return;
     }
     if (z->owner_core == me) { // (unref's inline path normally does this)
-        free_local(z, idx, g_impl->hot[me]);
+        free_local(z, z->obj(idx));
         return;
     }
     remote_free(*g_impl, z->obj(idx), z->owner_core, me);
@@ -486,8 +501,8 @@ namespace {
 // The inline alloc/free paths' view of the new arena (detail::g_hot).
 void publish_hot(const Arena::Impl& im) {
     detail::ArenaHot& h = detail::g_hot;
+    h = {};  // every class_size a ~0 sentinel
     for (unsigned i = 0; i < im.nclasses; ++i) h.class_size[i] = im.classes[i];
-    h.cores = im.hot.get();
     h.nclasses = im.nclasses;
     for (unsigned w = 0; w <= 64; ++w) {
         uint64_t smallest = w == 0 ? 0 : uint64_t{1} << (w - 1);  // least size of bit width w
@@ -583,6 +598,13 @@ Arena::~Arena() {
     if (impl_->backing == Backing::External && impl_->ext.free) impl_->ext.free(impl_->ext.arg);
     detail::g_region = {};
     detail::g_hot = {};
+    for (CoreHot& h : detail::g_cores) {  // the next arena's cores start empty
+        for (ZoneHeader*& z : h.cur) z = nullptr;
+        for (unsigned c = 0; c < kMaxClasses; ++c) {
+            h.room[c].store(0, std::memory_order_relaxed);
+            h.high_water[c].store(0, std::memory_order_relaxed);
+        }
+    }
     g_arena = nullptr;
     g_impl = nullptr;
 }
@@ -611,11 +633,11 @@ Arena::~Arena() {
     // 1. Frees other cores sent back.
     drain(im, core);
     ZoneHeader* z = h.cur[cls];
-    if (!z || z->free_top == 0) {
+    if (!z || z->free_count() == 0) {
         // 2. Another zone of ours with free objs, 3. a fresh zone.
         z = nullptr;
         for (ZoneHeader* o : cs.zones[cls])
-            if (o->free_top != 0) { z = o; break; }
+            if (o->free_count() != 0) { z = o; break; }
         if (!z) z = im.take_for_core(core, cls);
         if (!z) {
             cs.alloc_failed[cls].inc();
@@ -680,7 +702,7 @@ Stats Arena::stats() const {
         for (unsigned c = 0; c < im.nclasses; ++c) {
             ClassStats& cs = s.classes[c];
             const CoreHot& hot = im.hot[k];
-            uint64_t l = hot.live[c].load(std::memory_order_relaxed);
+            uint64_t l = detail::live_of(hot, c);
             cs.live += l;
             cs.live_per_core[k] = l;
             cs.high_water += hot.high_water[c].load(std::memory_order_relaxed);
@@ -742,6 +764,7 @@ CoreScope::CoreScope(unsigned id) : id_(id), prev_(t_core) {
         }
     }
     t_core = id;
+    detail::t_hot = &detail::g_cores[id];
 }
 
 CoreScope::~CoreScope() {
@@ -749,6 +772,7 @@ CoreScope::~CoreScope() {
         if (id_ != prev_) g_core_ids_in_use.fetch_and(~(uint64_t{1} << id_));
     }
     t_core = prev_;
+    detail::t_hot = prev_ < kMaxCores ? &detail::g_cores[prev_] : nullptr;
 }
 
 unsigned current_core() { return t_core; }

@@ -55,8 +55,9 @@ inline constexpr unsigned kMaxCores = 64; // CoreScope ids are 0..kMaxCores-1
 inline constexpr unsigned kNoCore = 0xffff; // current_core() of a thread without a CoreScope
 inline constexpr unsigned kNoOwner = 0xfffe; // owner_core of integration (Mempool) zones
 inline constexpr unsigned kMaxClasses = 8; // most entries in Config::size_classes
-// index_of() for sizes that are not a power of two: off * div_magic >> 42 with
-// div_magic = ceil(2^42 / obj_size) is exact for every off < 2 MiB.
+// index_of(): off * div_magic >> 42 with div_magic = ceil(2^42 / obj_size) is
+// exact for every off < 2 MiB and every obj size (exactly off >> log2 for
+// powers of two), so one multiply serves all sizes without a branch.
 inline constexpr unsigned kDivShift = 42;
 
 #if !defined(NDEBUG) || defined(CRESCENT_DEBUG_CHECKS)
@@ -97,21 +98,33 @@ struct alignas(64) ZoneHeader {
     uint32_t obj_size;    // bytes per obj
     uint32_t obj_count;   // objs in this zone
     uint32_t obj_offset;  // from zone base to obj 0 (64-byte aligned)
-    uint32_t obj_shift;   // log2(obj_size) when a power of two, else 0
-    uint64_t div_magic;   // ceil(2^kDivShift / obj_size), for non-power-of-two sizes
+    uint32_t obj_shift;   // log2(obj_size) when a power of two, else 0 (informational)
+    uint64_t div_magic;   // ceil(2^kDivShift / obj_size): index_of()'s multiplier
     uint16_t size_class;  // index into the arena's size classes
     uint16_t owner_core;  // the only core that pops/pushes this zone's free list
     ZoneKind kind;        // Slab or Mempool (how the last unref frees an obj)
     uint8_t pad_[3];      // unused (keeps the layout explicit)
     ReleaseFn release;    // Mempool zones: returns an obj to its pool
     void* release_arg;    // opaque argument for `release` (e.g. the rte_mempool)
-    // Free list (owner core only): a stack of obj indices.
-    uint32_t free_top;    // number of entries in free_stack (<= obj_count)
-    uint32_t* free_stack; // obj_count entries, lives in the zone's reserved area (Slab only)
-    uint32_t live;        // unused for Slab zones: their live count is obj_count - free_top
+    // Free list (owner core only): a stack of the free objs' first bytes.
+    // Pointers, like rte_mempool's cache, not indices: alloc's pointer is one
+    // load and a free pushes the pointer it holds, so no index <-> address
+    // arithmetic sits on the chain from one free to the next alloc. The top
+    // is a pointer too, over a nullptr sentinel below the bottom entry: a pop
+    // reads free_sp and the entry, and finds the stack empty when the entry
+    // is the sentinel (no count to load and compare).
+    std::byte** free_sp;    // top entry; free_stack - 1 (the sentinel) when empty
+    std::byte** free_stack; // bottom entry of obj_count; free_stack[-1] == nullptr (Slab only)
+    uint32_t live;        // unused for Slab zones: their live count is obj_count - free_count()
                           // (kept off the alloc/free path); free for integrations
     uint32_t zone_index;  // position in the arena
+    // Slab zones: the owner core's room counter of this zone's class
+    // (&g_cores[owner_core].room[size_class]), so that a free reaches it with
+    // one load; nullptr for Mempool zones.
+    std::atomic<uint64_t>* owner_room;
 
+    // Objs on the free stack now (owner core only).
+    uint32_t free_count() const { return uint32_t(free_sp + 1 - free_stack); }
     // The ObjCtx array (obj_count entries) right after the header.
     ObjCtx* ctx() { return reinterpret_cast<ObjCtx*>(this + 1); }
     // The zone's first byte (2 MiB aligned; the header itself).
@@ -120,10 +133,10 @@ struct alignas(64) ZoneHeader {
     std::byte* obj(uint32_t i) { return base() + obj_offset + size_t(i) * obj_size; }
 
     // Index of the obj that contains `p`, which must point into one of this
-    // zone's objs (a shift, or a multiply for other sizes; no division).
+    // zone's objs: one multiply for every size (no division, no branch; a
+    // variable shift would cost a branch on obj_shift and 3 uops on Intel).
     uint32_t index_of(const void* p) const {
         uint32_t off = uint32_t(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(this)) - obj_offset;
-        if (obj_shift != 0) return off >> obj_shift;
         return uint32_t((uint64_t(off) * div_magic) >> kDivShift);
     }
 };
@@ -149,30 +162,57 @@ void note_external_acquire();
 
 // The hot per-core state that the inline alloc/free paths touch. Written only
 // by its core (relaxed load+store: plain moves), read by Arena::stats().
+//
+// The objs of this core's zones held now (live) are kept as high_water - room,
+// where room is how far live is below its peak: an alloc decrements room (or,
+// at a new peak, increments high_water) and a free increments room, one
+// counter each instead of live plus a compare with the peak on every alloc.
 struct alignas(64) CoreHot {
-    ZoneHeader* cur[kMaxClasses];                  // Slab zone alloc() pops from, per class
-    std::atomic<uint64_t> live[kMaxClasses];       // objs of this core's zones held now
+    // Slab zone alloc() pops from, per class; entries from the arena's class
+    // count on stay nullptr (alloc()'s search may end on the first of them).
+    ZoneHeader* cur[kMaxClasses + 1];
+    std::atomic<uint64_t> room[kMaxClasses];       // high_water - live (>= 0)
     std::atomic<uint64_t> high_water[kMaxClasses]; // max of live
 };
+// One per core id, for the process (at most one arena): CoreScope points the
+// thread at its entry whether or not an arena exists yet.
+extern CoreHot g_cores[kMaxCores];
 struct ArenaHot {
-    uint32_t class_size[kMaxClasses]; // ascending
-    uint32_t nclasses;                // 0 without an arena
-    CoreHot* cores;                   // kMaxCores entries
+    // Ascending, then ~0 from index nclasses on: alloc()'s search stops on
+    // that sentinel, with no separate bound check.
+    uint64_t class_size[kMaxClasses + 1] = {~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull};
+    uint32_t nclasses = 0; // 0 without an arena
     // class_by_width[w]: the first class that can hold a size of bit width w
     // (>= 2^(w-1)); nclasses when none. alloc() starts its search there, so
     // the walk over class_size takes 0-1 steps instead of up to kMaxClasses.
-    uint8_t class_by_width[65];
+    uint8_t class_by_width[65] = {};
 };
+static_assert(kMaxClasses == 8, "ArenaHot::class_size's initializer lists kMaxClasses + 1 sentinels");
 extern ArenaHot g_hot;
 // The calling thread's core id (CoreScope), kNoCore if none. __thread rather
 // than thread_local: no TLS wrapper call; initial-exec: one %fs-relative load.
 extern __thread unsigned t_core __attribute__((tls_model("initial-exec")));
+// &g_cores[t_core], nullptr without a CoreScope (set together with t_core).
+extern __thread CoreHot* t_hot __attribute__((tls_model("initial-exec")));
 
-inline void add_live(CoreHot& h, unsigned cls, int64_t d) {
-    uint64_t l = h.live[cls].load(std::memory_order_relaxed) + uint64_t(d);
-    h.live[cls].store(l, std::memory_order_relaxed);
-    if (d > 0 && l > h.high_water[cls].load(std::memory_order_relaxed))
-        h.high_water[cls].store(l, std::memory_order_relaxed);
+// One obj of class `cls` of h's core handed out / given back (its core only).
+inline void note_alloc(CoreHot& h, unsigned cls) {
+    uint64_t r = h.room[cls].load(std::memory_order_relaxed);
+    if (__builtin_expect(r != 0, 1))
+        h.room[cls].store(r - 1, std::memory_order_relaxed);
+    else
+        h.high_water[cls].store(h.high_water[cls].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+// `room` is the zone's owner_room.
+inline void note_free(std::atomic<uint64_t>& room) {
+    room.store(room.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+// live of (h's core, cls), from any thread: room is read first, so a peak
+// reached between the two loads cannot make it negative (clamped anyway).
+inline uint64_t live_of(const CoreHot& h, unsigned cls) {
+    uint64_t r = h.room[cls].load(std::memory_order_acquire);
+    uint64_t hw = h.high_water[cls].load(std::memory_order_relaxed);
+    return hw > r ? hw - r : 0;
 }
 } // namespace detail
 
@@ -225,30 +265,48 @@ inline void ref(const void* p) {
     else c.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Drop one reference on the obj containing p; at zero the obj is freed
-// (back to its zone free list, its owner's return ring, or its mempool).
-inline void unref(const void* p) {
-    if constexpr (kDebugChecks) detail::check_pointer(p, "unref");
-    ZoneHeader* z = zone_of(p);
-    uint32_t idx = z->index_of(p);
+namespace detail {
+// unref's body: drop one reference on obj `idx` of zone z, whose first byte
+// is `obj` (what goes back on the free stack).
+inline void unref_at(ZoneHeader* z, uint32_t idx, std::byte* obj) {
     ObjCtx& c = z->ctx()[idx];
     // Count 1: we hold the only reference, nobody can race with us; skip the
     // locked instruction (acquire pairs with the release of the other holders'
     // earlier decrements).
     if (c.refcnt.load(std::memory_order_acquire) == 1 ||
         c.refcnt.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        unsigned me = detail::t_core;
+        unsigned me = t_core;
         if (z->owner_core == me) {
             // A Slab zone of the calling core (integration zones have
             // kNoOwner, threads without a core kNoCore): back on its free
             // stack, no atomics.
             c.refcnt.store(0, std::memory_order_relaxed);
-            z->free_stack[z->free_top++] = idx;
-            detail::add_live(detail::g_hot.cores[me], z->size_class, -1);
+            *++z->free_sp = obj;
+            note_free(*z->owner_room);
         } else {
-            detail::unref_slow(z, idx, c);
+            unref_slow(z, idx, c);
         }
     }
+}
+// Debug-build check that `p` is an obj's first byte (aborts if not).
+void check_obj_start(const void* p, const char* op);
+} // namespace detail
+
+// Drop one reference on the obj containing p; at zero the obj is freed
+// (back to its zone free list, its owner's return ring, or its mempool).
+inline void unref(const void* p) {
+    if constexpr (kDebugChecks) detail::check_pointer(p, "unref");
+    ZoneHeader* z = zone_of(p);
+    uint32_t idx = z->index_of(p);
+    detail::unref_at(z, idx, z->obj(idx));
+}
+
+// unref() of `obj`, which must be an obj's first byte (what Zbuf holds): the
+// free pushes `obj` itself, without computing the obj's start from an index.
+inline void unref_obj(std::byte* obj) {
+    if constexpr (kDebugChecks) detail::check_obj_start(obj, "unref");
+    ZoneHeader* z = zone_of(obj);
+    detail::unref_at(z, z->index_of(obj), obj);
 }
 
 // --- owning handles ---------------------------------------------------------
@@ -277,7 +335,7 @@ public:
     Zbuf share() const { zbuf::ref(p_); return Zbuf(p_); }
     // Drops the reference (freeing the obj if it was the last one); the
     // handle becomes empty. Any core.
-    void reset() { if (p_) { unref(p_); p_ = nullptr; } }
+    void reset() { if (p_) { unref_obj(p_); p_ = nullptr; } }
     // Give up ownership without dropping the reference (the caller now owns it).
     std::byte* release() { return std::exchange(p_, nullptr); }
 
@@ -296,7 +354,7 @@ public:
 private:
     friend class Arena;
     explicit Zbuf(std::byte* p) : p_(p) {}
-    std::byte* p_ = nullptr;
+    std::byte* p_ = nullptr; // nullptr, or the first byte of an obj (reset() relies on it)
 };
 
 // A window [offset, offset+length) of an obj, owning one reference. Move-only.
@@ -454,17 +512,18 @@ public:
     // Inline fast path: pop the current zone's free stack (no atomics, no locks).
     Zbuf alloc(size_t size) {
         const detail::ArenaHot& a = detail::g_hot;
-        unsigned core = detail::t_core;
         unsigned cls = a.class_by_width[std::bit_width(size)];
-        while (cls < a.nclasses && size > a.class_size[cls]) ++cls;
-        if (__builtin_expect(cls < a.nclasses && core < kMaxCores, 1)) {
-            detail::CoreHot& h = a.cores[core];
-            ZoneHeader* z = h.cur[cls];
-            if (__builtin_expect(z != nullptr && z->free_top != 0, 1)) {
-                uint32_t idx = z->free_stack[--z->free_top];
-                z->ctx()[idx].refcnt.store(1, std::memory_order_relaxed);
-                detail::add_live(h, cls, 1);
-                return Zbuf(z->obj(idx));
+        while (size > a.class_size[cls]) ++cls; // ends on the ~0 sentinel at the latest
+        detail::CoreHot* h = detail::t_hot;
+        if (__builtin_expect(h != nullptr, 1)) {
+            ZoneHeader* z = h->cur[cls]; // nullptr for cls == nclasses (too large)
+            std::byte** sp;
+            std::byte* p;
+            if (__builtin_expect(z != nullptr && (p = *(sp = z->free_sp)) != nullptr, 1)) {
+                z->free_sp = sp - 1;
+                z->ctx()[z->index_of(p)].refcnt.store(1, std::memory_order_relaxed);
+                detail::note_alloc(*h, cls);
+                return Zbuf(p);
             }
         }
         return alloc_slow(size);
@@ -507,11 +566,10 @@ public:
     // Bytes of the objs allocated now from `core`'s zones (live objs x their
     // class size); a few relaxed loads.
     uint64_t core_live_bytes(unsigned core) const {
-        if (core >= kMaxCores || !detail::g_hot.cores) return 0;
-        const detail::CoreHot& h = detail::g_hot.cores[core];
+        if (core >= kMaxCores) return 0;
+        const detail::CoreHot& h = detail::g_cores[core];
         uint64_t b = 0;
-        for (unsigned c = 0; c < detail::g_hot.nclasses; ++c)
-            b += h.live[c].load(std::memory_order_relaxed) * detail::g_hot.class_size[c];
+        for (unsigned c = 0; c < detail::g_hot.nclasses; ++c) b += detail::live_of(h, c) * detail::g_hot.class_size[c];
         return b;
     }
 

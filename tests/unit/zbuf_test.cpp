@@ -125,10 +125,11 @@ TEST_CASE("zbuf: zone and obj arithmetic on every size class", "[zbuf]") {
     }
 }
 
-TEST_CASE("zbuf: index arithmetic is exact for every offset of odd sizes", "[zbuf]") {
-    // index_of() uses multiply-shift for sizes that are not powers of two;
-    // check it against division at every byte offset of a zone.
-    for (uint32_t size : {64u, 1500u, 2047u, 9000u, 9216u, 65535u, 100000u, 1048575u}) {
+TEST_CASE("zbuf: index arithmetic is exact for every offset of every size", "[zbuf]") {
+    // index_of() is one multiply-shift for every size, powers of two
+    // included; check it against division at every byte offset of a zone.
+    for (uint32_t size : {64u, 1500u, 2047u, 2048u, 4096u, 9000u, 9216u, 16384u, 65535u, 65536u, 100000u,
+                          1048575u}) {
         alignas(64) static std::byte raw[sizeof(ZoneHeader)];
         auto* z = reinterpret_cast<ZoneHeader*>(raw);
         z->obj_size = size;
@@ -558,6 +559,36 @@ TEST_CASE("zbuf: accounting per class, per core, high water", "[zbuf]") {
     CHECK(a->stats().classes[0].high_water == 5);
 }
 
+TEST_CASE("zbuf: live and high water stay exact through frees below the peak and a new peak", "[zbuf]") {
+    auto a = make_arena(anon(8u << 20));
+    test::LeakCheck leaks;
+    CoreScope core(0);
+    auto cls0 = [&] { return a->stats().classes[0]; };
+    std::vector<Zbuf> held;
+    for (int i = 0; i < 6; ++i) held.push_back(a->alloc(2048));
+    CHECK(cls0().live == 6);
+    CHECK(cls0().high_water == 6);
+    held.resize(2); // 4 frees: below the peak
+    CHECK(cls0().live == 2);
+    CHECK(cls0().high_water == 6);
+    for (int i = 0; i < 4; ++i) held.push_back(a->alloc(2048)); // back up to the peak, not past it
+    CHECK(cls0().live == 6);
+    CHECK(cls0().high_water == 6);
+    held.push_back(a->alloc(2048)); // a new peak
+    CHECK(cls0().live == 7);
+    CHECK(cls0().high_water == 7);
+    CHECK(a->core_live_bytes(0) == 7 * 2048);
+    // Alternating alloc/free at the peak (the micro-benchmark's pattern): the
+    // first alloc is a new peak (8), the rest move neither live nor the peak.
+    for (int i = 0; i < 1000; ++i) a->alloc(2048).reset();
+    CHECK(cls0().live == 7);
+    CHECK(cls0().high_water == 8);
+    held.clear();
+    CHECK(cls0().live == 0);
+    CHECK(cls0().high_water == 8);
+    CHECK(a->core_live_bytes(0) == 0);
+}
+
 TEST_CASE("zbuf: Mempool zones call release at the last unref", "[zbuf]") {
     auto a = make_arena(anon(8u << 20));
     CoreScope core(0);
@@ -679,6 +710,10 @@ TEST_CASE("zbuf: debug builds abort on double free and foreign pointers", "[zbuf
     msg = hex(&local) + ": unref: not inside the zbuf arena";
     CHECK(aborts([&] { unref(&local); }, msg.c_str()));                      // foreign pointer
     CHECK(aborts([&] { unref(zone_of(p)); }, "inside a zone header"));       // not an obj
+    {
+        Zbuf held = a->alloc(4096); // unref_obj() takes only an obj's first byte
+        CHECK(aborts([&] { unref_obj(held.data() + 64); }, "unref: not the first byte of its obj"));
+    }
     // and a correct sequence does not abort
     CHECK_FALSE(aborts([&] {
         Zbuf z = a->alloc(100);
