@@ -245,11 +245,14 @@ void Tcb::accept_cookie(const CookieParams& p, const TcpRepr& ack, Instant now, 
 
 // The one predicate in front of the slow path (Caladan style): ESTABLISHED,
 // the expected sequence number, only ACK (+PSH), the ACK inside
-// [snd.una, snd.max], the window unchanged, no out-of-order / SACK / recovery
-// state, no ECN marks, PAWS trivially passed, the data fits the window.
+// [snd.una, snd.max], a window that is open (it may have moved: a peer's
+// SWS-avoiding receiver advertises a right edge that stays put while RCV.NXT
+// advances, so in request/response traffic nearly every segment carries a
+// different window), no out-of-order / SACK / recovery state, no ECN marks,
+// PAWS trivially passed, the data fits the window.
 bool Tcb::fast_path_ok(const TcpRepr& seg, size_t len) const {
     return state_ == State::Established && (seg.flags & ~PSH) == ACK && seg.seq == rcv_.nxt &&
-           seg.ack - snd_.una >= 0 && seg.ack - snd_.max <= 0 && (uint32_t(seg.window) << snd_.wscale) == snd_.wnd &&
+           seg.ack - snd_.una >= 0 && seg.ack - snd_.max <= 0 && seg.window != 0 &&
            !in_recovery_ && dupacks_ == 0 && reasm_.empty() && sb_.empty() && seg.opts.sack_count == 0 &&
            (!ts_ok_ || (seg.opts.ts && int32_t(seg.opts.ts->tsval - ts_recent_) >= 0)) &&
            len <= uint32_t(rcv_.adv - rcv_.nxt) && !app_closed_ && !ce_pending_ && snd_.wnd != 0 &&
@@ -276,7 +279,11 @@ void Tcb::fast_path(const TcpRepr& seg, Slice payload, Instant now, Actions& out
         ts_recent_age_ = now;
     }
     bool advanced = seg.ack != snd_.una;
+    // The window: ack_advanced() applies it (RFC 9293 §3.10.7.4 fifth);
+    // otherwise it may still have moved (the same ACK, new data).
+    const bool window_moved = (uint32_t(seg.window) << snd_.wscale) != snd_.wnd;
     if (advanced) ack_advanced(seg, now, out);
+    else if (window_moved) update_window(seg);
     if (!payload.empty()) {
         uint32_t n = uint32_t(payload.size());
         rcv_.nxt += n;
@@ -285,7 +292,7 @@ void Tcb::fast_path(const TcpRepr& seg, Slice payload, Instant now, Actions& out
         out.readable.push_back(Readable{id_, std::move(payload)});
         ack_received_data(true, false, now, out);
     }
-    if (advanced || ack_now_) output(now, out);
+    if (advanced || ack_now_ || window_moved) output(now, out);
     update_deadline();
 }
 

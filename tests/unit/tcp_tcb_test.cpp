@@ -235,6 +235,44 @@ TEST_CASE("RFC 9293 §3.10.7.4 seventh: in-order data is delivered and acknowled
     CHECK(t.tcb->stats().bytes_in == 5);
 }
 
+TEST_CASE("fast path: request/response segments whose window moved (SWS-avoiding peer)", "[tcp][data]") {
+    // A receiver that keeps its right edge put while RCV.NXT advances (RFC
+    // 9293 §3.8.6.2.2, Linux and crescent alike) advertises a different
+    // window on nearly every segment of ping-pong traffic: those segments
+    // must stay on the fast path and still move SND.WND (§3.10.7.4 fifth).
+    Config c = TcbFixture::default_config();
+    c.snd_buf = 64;
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send("request") == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK | PSH, 0, 0, "request"}});
+    // The reply acknowledges the request, carries data and a smaller window.
+    t.recv(t.seg(ACK | PSH, 0, 7, 65528), "reply");
+    CHECK(t.take_readable() == "reply");
+    CHECK(t.tcb->stats().fast_path == 1);
+    // Data at the same ACK with the window moved again: applied, still fast.
+    t.recv(t.seg(ACK | PSH, 5, 7, 9), "more");
+    CHECK(t.take_readable() == "more");
+    CHECK(t.tcb->stats().fast_path == 2);
+    t.tcb->consume(9);
+    t.out.segments.clear();
+    // The peer's window (9 bytes) now holds back a 16-byte write (sender
+    // SWS avoidance, §3.8.6.2.1: no tiny segment into a tiny window)...
+    REQUIRE(t.send("0123456789abcdef") == SendResult::Ok);
+    t.flush();
+    CHECK(t.out.segments.empty());
+    // ...and a data segment that opens it (same ACK: nothing acknowledged)
+    // sends the write at once, from the fast path.
+    t.recv(t.seg(ACK | PSH, 9, 7, 100), "x");
+    CHECK(t.take_readable() == "x");
+    CHECK(t.tcb->stats().fast_path == 3);
+    t.expect_sent({{ACK | PSH, 7, 10, "0123456789abcdef"}});
+    // A window closing to zero is persist-timer work: the slow path.
+    t.recv(t.seg(ACK, 10, 23, 0));
+    CHECK(t.tcb->stats().fast_path == 3);
+}
+
 TEST_CASE("send queues zero-copy and the ACK drops the references", "[tcp][data]") {
     TcbFixture t;
     t.to_established();

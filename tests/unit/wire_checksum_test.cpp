@@ -64,6 +64,14 @@ TEST_CASE("RFC 1071: all-ones and all-zero data", "[wire][csum]")
     CHECK(csum_fold(csum_partial(ones)) == ref_csum(ones));
     CHECK(csum_fold(csum_partial(zeros)) == 0xffff);
     CHECK(csum_fold(csum_partial(Bytes{})) == 0xffff);
+    // Every carry taken at every length and both word parities: the short
+    // path adds 64-bit words with the carry flag, the long one defers them.
+    for (size_t len = 0; len <= 600; ++len)
+        for (size_t off = 0; off < 2; ++off) {
+            Bytes d = Bytes(ones).subspan(off, len);
+            INFO("len " << len << " off " << off);
+            REQUIRE(csum_fold(csum_partial(d, 0xfffeu)) == ref_csum(d, 0xfffeu));
+        }
 }
 
 TEST_CASE("RFC 1071 §2(B): chaining spans with even lengths, and of any length with CsumChain", "[wire][csum]")
