@@ -231,7 +231,8 @@ struct Arena::Impl {
         z->zone_index = index;
         if (kind == ZoneKind::Slab) {
             z->free_stack = reinterpret_cast<std::byte**>(z->base() + l.stack_offset);
-            z->owner_room = &detail::g_cores[owner].room[cls];
+            // (integration zones have no owner core, hence no counter)
+            z->owner_room = owner < kMaxCores && cls < kMaxClasses ? &detail::g_cores[owner].room[cls] : nullptr;
             // Pop order 0, 1, 2...: consecutive allocations are adjacent in memory.
             for (uint32_t i = 0; i < l.count; ++i) z->free_stack[i] = z->obj(l.count - 1 - i);
             z->free_stack[-1] = nullptr; // the sentinel (memset above; explicit for the reader)
