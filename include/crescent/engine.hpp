@@ -229,6 +229,8 @@ struct EngineStats {
                                         // mbufs over the send queue's zbufs (MULTI_SEGS devices)
     uint64_t tx_copied_segments = 0;  // data segments copied: the device takes no chains (or no mbuf to chain)
     uint64_t tx_copybreak_segments = 0; // data segments of <= 128 B copied behind the headers on purpose
+    uint64_t tx_copied_views = 0;     // send-queue views of < 512 B copied into a zero-copy chain's
+                                      // direct segment instead of attached (RPC headers, small messages)
     uint64_t tx_tso_requests = 0;     // frames handed to the device to cut into segments (TSO)
     uint64_t drop_no_route = 0;       // segment dropped: no route to the destination
     uint64_t drop_neigh_pending = 0;  // segment dropped while its neighbour resolves

@@ -205,9 +205,10 @@ private:
     void emit_headers(std::byte* p, const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
                       uint32_t payload_len, std::span<const wire::Bytes> body);
     // Zero-copy TX (Luna §6.2 steps 6-8): a header mbuf chained to one extbuf
-    // mbuf per TxView, each holding a reference on the view's zbuf obj until
-    // the device frees it. nullptr when a view is not in the arena or a pool
-    // is empty (the caller then copies).
+    // mbuf per TxView of >= kTxAttachMin bytes, each holding a reference on
+    // the view's zbuf obj until the device frees it; shorter views copied into
+    // the direct tail. nullptr when a view is not in the arena or a pool is
+    // empty (the caller then copies). tx_frame.cpp, with the other TX builders.
     rte_mbuf* build_chain(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
                           uint32_t payload_len);
     // One linear frame (devices without MULTI_SEGS, e.g. af_xdp).
@@ -291,6 +292,9 @@ private:
     // devices that take chains (a cache line or two is cheaper to copy than
     // an extra mbuf, an obj reference and a TX descriptor).
     static constexpr uint32_t kTxCopyBreak = 128;
+    // In a zero-copy chain, views shorter than this are copied into the
+    // chain's direct tail instead of being attached (tx_frame.cpp).
+    static constexpr uint32_t kTxAttachMin = 512;
     // Data-less mbufs for attaching send-queue zbufs as external buffers;
     // non-null iff caps_.multi_segs (and its creation succeeded). Owned.
     zbuf::dpdk::AttachPool attach_pool_;

@@ -29,15 +29,16 @@
 //    done in this thread) per call; RPC/raw is the framework's overhead over
 //    the bare transport. Rounds alternate raw and RPC (the first side
 //    alternating too); the ratio is the median of the per-round ratios.
-// 3. --callgrind-mode: a fixed number of depth-1 calls with 64 B of data (or
-//    --size N), or raw exchanges of the same bytes with --raw, over
+// 3. --callgrind-mode: a fixed number of depth-1 calls (or --depth D in
+//    flight) with 64 B of data (or --size N), or raw exchanges of the same
+//    bytes with --raw, over
 //    crescent/net_ring and nothing else, for
 //    tools/bench-rpc-instructions (valgrind --tool=callgrind instruction
 //    counts are repeatable on this machine; wall time is not).
 //
 //   bench_rpc [--seconds S] [--rounds R] [--messages N] [--only framing|e2e]
 //             [--transport crescent|kernel|both]
-//   bench_rpc --callgrind-mode --calls N [--raw] [--size N]
+//   bench_rpc --callgrind-mode --calls N [--raw] [--size N] [--depth D]
 #include <time.h>
 #include <unistd.h>
 
@@ -672,11 +673,11 @@ int run_e2e(unsigned rounds, double seconds, bool crescent, bool kernel) {
 
 // ---- 3. callgrind mode ------------------------------------------------------------------
 
-// N calls (or raw exchanges) at depth 1 and nothing else. Returns the frames
+// N calls (or raw exchanges) at `depth` and nothing else. Returns the frames
 // both engines sent meanwhile.
-uint64_t callgrind_calls(uint64_t calls, bool raw, size_t size) {
+uint64_t callgrind_calls(uint64_t calls, bool raw, size_t size, uint32_t depth) {
     Bed b(false);
-    Clients cl(b, E2eConfig{rpc::Transport::Crescent, 1, size});
+    Clients cl(b, E2eConfig{rpc::Transport::Crescent, depth, size});
     const uint64_t tx0 = b.bed.a().stats().tx_packets + b.bed.b().stats().tx_packets;
     if (raw) {
         cl.raw.limit = calls;
@@ -695,11 +696,11 @@ uint64_t callgrind_calls(uint64_t calls, bool raw, size_t size) {
     return frames;
 }
 
-int run_callgrind(uint64_t calls, bool raw, size_t size) {
-    const uint64_t frames = callgrind_calls(calls, raw, size);
+int run_callgrind(uint64_t calls, bool raw, size_t size, uint32_t depth) {
+    const uint64_t frames = callgrind_calls(calls, raw, size, depth);
     check_no_leak("callgrind mode");
-    std::printf("%s %llu %s, depth 1, %zu B data, crescent over net_ring: %.2f frames sent per %s\n", raw ? "raw" : "rpc",
-                (unsigned long long)calls, raw ? "exchanges" : "calls", size, double(frames) / double(calls),
+    std::printf("%s %llu %s, depth %u, %zu B data, crescent over net_ring: %.2f frames sent per %s\n", raw ? "raw" : "rpc",
+                (unsigned long long)calls, raw ? "exchanges" : "calls", depth, size, double(frames) / double(calls),
                 raw ? "exchange" : "call");
     return 0;
 }
@@ -708,7 +709,7 @@ int run_callgrind(uint64_t calls, bool raw, size_t size) {
     std::fprintf(stderr,
                  "usage: bench_rpc [--seconds S] [--rounds R] [--messages N] [--only framing|e2e]\n"
                  "                 [--transport crescent|kernel|both]\n"
-                 "       bench_rpc --callgrind-mode --calls N [--raw] [--size N]\n");
+                 "       bench_rpc --callgrind-mode --calls N [--raw] [--size N] [--depth D]\n");
     std::exit(2);
 }
 
@@ -717,7 +718,7 @@ int run_callgrind(uint64_t calls, bool raw, size_t size) {
 int main(int argc, char** argv) {
     double seconds = 2.0;
     unsigned rounds = 4;
-    uint64_t messages = 200000, calls = 0, size = 64;
+    uint64_t messages = 200000, calls = 0, size = 64, depth = 1;
     std::string only, transport = "both";
     bool callgrind = false, raw = false;
     for (int i = 1; i < argc; ++i) {
@@ -735,11 +736,12 @@ int main(int argc, char** argv) {
         else if (a == "--callgrind-mode") callgrind = true;
         else if (a == "--raw") raw = true;
         else if (a == "--size") size = std::strtoull(val(), nullptr, 0);
+        else if (a == "--depth") depth = std::strtoull(val(), nullptr, 0);
         else usage();
     }
     if (callgrind) {
-        if (calls == 0 || size < 8 || size > (1u << 20)) usage();
-        return run_callgrind(calls, raw, size_t(size));
+        if (calls == 0 || size < 8 || size > (1u << 20) || depth == 0 || depth > 256) usage();
+        return run_callgrind(calls, raw, size_t(size), uint32_t(depth));
     }
     if (seconds <= 0 || rounds == 0 || messages < 100 || (only != "" && only != "framing" && only != "e2e") ||
         (transport != "both" && transport != "crescent" && transport != "kernel"))

@@ -243,7 +243,8 @@ enum class Caps {
                   // chains untouched either way)
 };
 
-Result run_echo(int id, DispatchMode mode, unsigned conns, uint64_t bytes_per_conn, Caps how = Caps::ByHand) {
+Result run_echo(int id, DispatchMode mode, unsigned conns, uint64_t bytes_per_conn, Caps how = Caps::ByHand,
+                size_t chunk = 16 * 1024) {
     Env& e = env();
     Result res;
     RingPair rp(id);
@@ -288,6 +289,7 @@ Result run_echo(int id, DispatchMode mode, unsigned conns, uint64_t bytes_per_co
     test::EchoServer server;
     test::StreamClient client;
     client.total = bytes_per_conn;
+    client.chunk = chunk;
     REQUIRE(eb->listen(7, server) == ListenStatus::Ok);
     for (unsigned i = 0; i < conns; ++i) {
         Conn c;
@@ -444,6 +446,28 @@ TEST_CASE("engine: payloads up to 128 B are copied behind the headers even on ch
         CHECK(s->tx_zero_copy_segments == 0);
         CHECK(s->tx_copied_segments == 0);
     }
+}
+
+TEST_CASE("engine: short views are copied into the TX chain, long ones attached", "[engine][ring]") {
+    REQUIRE(env().ok);
+    zbuf::CoreScope core(0);
+    const uint64_t live_before = env().arena->stats().live_total();
+    // The client sends 200 B slices (below kTxAttachMin): a segment spans
+    // several of them and each frame carries them as copies in its direct
+    // segments; the server echoes its RX slices (a full segment's payload,
+    // >= 512 B), which travel attached.
+    Result r = run_echo(12, DispatchMode::Inline, 2, 256u << 10, Caps::ByHand, 200);
+    check(r, 2);
+    CHECK(r.sa.tx_zero_copy_segments > 0);
+    CHECK(r.sa.tx_copied_views > 0);
+    CHECK(r.sb.tx_zero_copy_segments > 0);
+    // A segment of 200 B views is at most 1460 / 200 + 1 = 8 views; copied
+    // into one direct segment behind the headers (a 2 KiB mbuf holds a full
+    // segment), so every view of a client segment was copied.
+    CHECK(r.sa.tx_copied_views >= r.sa.tx_zero_copy_segments);
+    CHECK(r.sa.tx_copied_segments == 0);
+    CHECK(r.sb.tx_copied_segments == 0);
+    CHECK(env().arena->stats().live_total() == live_before);
 }
 
 TEST_CASE("engine: devices without MULTI_SEGS get one copied frame per segment", "[engine][ring]") {
