@@ -281,7 +281,8 @@ class Hostile:
         nslib.wait_until(lambda: counters(self.pid).get("engine.0.connections", 0) > c0, 5, step=0.05)
         time.sleep(0.3)
         before = counters(self.pid)
-        segs0 = int((conn_of(self.pid, p.lport) or {}).get("segs_in", -1))
+        conn0 = conn_of(self.pid, p.lport) or {}
+        segs0 = int(conn0.get("segs_in", -1))
         raw = [f if isinstance(f, (bytes, bytearray)) else bytes(f) for f in frames]
         for f in raw:
             self.tx.send(Raw(f))
@@ -325,7 +326,8 @@ class Hostile:
         tapped = tapped_now()
         after = counters(self.pid)
         k_after = snmp(self.b.a)
-        segs1 = int((conn_of(self.pid, p.lport) or {}).get("segs_in", -1))
+        conn1 = conn_of(self.pid, p.lport) or {}
+        segs1 = int(conn1.get("segs_in", -1))
         rc, out, d = join()
         parse_moved = {k[len("engine.0.parse_"):]: after[k] - before.get(k, 0) for k in after
                        if k.startswith("engine.0.parse_") and after[k] != before.get(k, 0)}
@@ -361,6 +363,10 @@ class Hostile:
             if not cok:
                 seen = [f"{r[TCP].flags}/{len(r[TCP].payload)}" for r in replies_seen if r[TCP].dport == p.lport]
                 what += f" (to the probe: {seen})"
+                # Which way the server took them: dropped as not acceptable (drops moves) or
+                # answered; its window then (an RST is judged against RCV.WND).
+                what += "; server conn " + ", ".join(f"{k} {conn0.get(k, '?')}->{conn1.get(k, '?')}"
+                                                     for k in ("drops", "rcv_wnd", "segs_out", "state"))
         alive = p.alive()
         try:
             knb_test.sane(rc, out, d, f"{cls}: knb run during the class")
