@@ -73,7 +73,7 @@ struct Channel::Impl final : StreamHandler {
         unsigned failures = 0;     // consecutive failed attempts
         uint32_t port_try = 0;     // next candidate local port (crescent)
         TimerId retry = 0;
-        Link(Impl* c, uint32_t i, const ChannelOptions& o) : ch(c), index(i), enc(o.header_block) { dec.emplace(o.limits); }
+        Link(Impl* c, uint32_t i, const ChannelOptions& o) : ch(c), index(i), enc(o.header_block, o.inline_data) { dec.emplace(o.limits); }
         void on_message(Message& m) override { ch->on_reply(*this, m); }
     };
 

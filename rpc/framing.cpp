@@ -11,7 +11,8 @@
 // that its reference travels with the data (no refcount traffic at all).
 //
 // Encoder: carves header+meta regions out of a per-connection header block and
-// appends the caller's data slices behind them (zero copy on TX too).
+// appends the caller's data slices behind them (zero copy on TX too; data of
+// at most inline_max bytes is copied into the header region instead).
 #include "rpc/framing.hpp"
 
 #include <algorithm>
@@ -160,7 +161,8 @@ Decoder::DecodeError Decoder::feed(std::span<Slice> in, MessageSink& sink) {
 
 // --- Encoder ----------------------------------------------------------------
 
-Encoder::Encoder(size_t block_size) : block_size_(std::max(block_size, kHeaderSize)) {}
+Encoder::Encoder(size_t block_size, size_t inline_max)
+    : block_size_(std::max(block_size, kHeaderSize)), inline_max_(inline_max) {}
 
 bool Encoder::encode(Header h, std::span<const std::byte> meta, std::span<Slice> data, std::vector<Slice>& out) {
     uint64_t total = 0;
@@ -172,7 +174,9 @@ bool Encoder::encode(Header h, std::span<const std::byte> meta, std::span<Slice>
     }
     h.meta_len = uint32_t(meta.size());
     h.data_len = uint32_t(total);
-    const size_t need = kHeaderSize + meta.size();
+    // Small data rides in the header slice (copied), when that still fits a block.
+    const bool inline_data = total != 0 && total <= inline_max_ && kHeaderSize + meta.size() + total <= block_size_;
+    const size_t need = kHeaderSize + meta.size() + (inline_data ? total : 0);
 
     zbuf::Arena* arena = zbuf::Arena::current();
     Slice hs;
@@ -203,6 +207,19 @@ bool Encoder::encode(Header h, std::span<const std::byte> meta, std::span<Slice>
     }
     h.encode(hs.data());
     if (!meta.empty()) std::memcpy(hs.data() + kHeaderSize, meta.data(), meta.size());
+    if (inline_data) {
+        std::byte* at = hs.data() + kHeaderSize + meta.size();
+        for (Slice& s : data) {
+            if (s && !s.empty()) {
+                std::memcpy(at, s.data(), s.size());
+                at += s.size();
+            }
+            s.reset();
+        }
+        ++inlined_;
+        out.push_back(std::move(hs));
+        return true;
+    }
 
     out.push_back(std::move(hs));
     for (Slice& s : data) {

@@ -121,23 +121,32 @@ std::string_view decode_error_name(Decoder::DecodeError e);  // "None", "BadMagi
 // acknowledged them — so the encoder only ever appends to its current block
 // and takes a fresh obj when it is full. A header+meta larger than a block gets
 // an obj of its own.
+//
+// Small data (at most `inline_max` bytes in all, 0 = never) is copied into the
+// header block behind the metadata, so that the message is one slice: a
+// hundred bytes cost less to copy than a reference, a send-queue entry, a TX
+// view and an unref when acknowledged. Larger data is never copied.
 class Encoder {
 public:
     static constexpr size_t kDefaultBlockSize = 2048;
+    // What rpc::Channel and rpc::Server use for inline_max: a small RPC's
+    // data (a key, a status record) rides with its header.
+    static constexpr size_t kInlineData = 256;
     // Error reasons longer than this are cut (at a UTF-8 character boundary),
     // so they stay well under any receiver's Limits::max_meta.
     static constexpr size_t kMaxErrorReason = 512;
 
     // `block_size`: bytes asked of the arena per header block (the block is the
     // whole obj of the size class that fits, so it may be larger).
-    explicit Encoder(size_t block_size = kDefaultBlockSize);
+    explicit Encoder(size_t block_size = kDefaultBlockSize, size_t inline_max = 0);
     Encoder(const Encoder&) = delete;
     Encoder& operator=(const Encoder&) = delete;
 
     // Sets h.meta_len and h.data_len from `meta` and `data`, appends to `out`
     // one slice holding the header and a copy of `meta`, then MOVES the data
     // slices onto `out` (every entry of `data` is left empty, reset(); empty
-    // slices are dropped, not appended). Returns false with nothing appended and `data` untouched when
+    // slices are dropped, not appended) — or, data of at most inline_max bytes
+    // in all, copies it into that one slice and drops the data slices. Returns false with nothing appended and `data` untouched when
     // the arena has no memory for the header (alloc_failed()) or when the
     // lengths do not fit the header's 32-bit fields (oversize()).
     bool encode(Header h, std::span<const std::byte> meta, std::span<Slice> data, std::vector<Slice>& out);
@@ -151,6 +160,8 @@ public:
     void release_block() { block_.reset(); used_ = 0; }
 
     size_t block_size() const { return block_size_; }
+    size_t inline_max() const { return inline_max_; }
+    uint64_t inlined() const { return inlined_; }            // messages whose data was copied in
     uint64_t blocks() const { return blocks_; }              // header blocks taken from the arena
     uint64_t own_objs() const { return own_objs_; }          // objs for one oversized header+meta
     uint64_t alloc_failed() const { return alloc_failed_; }  // encode() refused: no memory
@@ -158,6 +169,8 @@ public:
 
 private:
     size_t block_size_;
+    size_t inline_max_;
+    uint64_t inlined_ = 0;
     Zbuf block_;       // the current header block, or empty
     size_t used_ = 0;  // bytes of block_ handed out (never written again)
     uint64_t blocks_ = 0;

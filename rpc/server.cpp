@@ -36,7 +36,7 @@ struct Server::Session final : MessageSink {
     bool refused = false;     // closed at set-up by the ACL
 
     Session(Server& s, Stream& st)
-        : srv(s), stream(st), dec(s.o_.limits), enc(s.o_.header_block), remote(st.remote()) {}
+        : srv(s), stream(st), dec(s.o_.limits), enc(s.o_.header_block, s.o_.inline_data), remote(st.remote()) {}
 
     void on_message(Message& m) override;
     void send_error(uint64_t call_id, uint32_t method, Status st, std::string_view why);

@@ -636,6 +636,73 @@ TEST_CASE("rpc: encoder, data slices moved behind the header, decoded back", "[r
     CHECK(verify(specs, 0, col, objs) == "");
 }
 
+TEST_CASE("rpc: encoder, data up to inline_max copied behind the header, decoded back", "[rpc][framing]") {
+    test::ZbufArenaFixture arena;
+    test::LeakCheck leaks;
+    std::mt19937 rng(21);
+    Encoder enc(2048, 256);
+    std::vector<Slice> out;
+    std::vector<Spec> specs;
+    uint64_t want_inlined = 0;
+    for (int i = 0; i < 200; ++i) {
+        // Around the limit: 0..400 bytes of data in 1-3 slices, meta 0..100
+        // (and now and then meta that leaves no room in a block for the data).
+        const size_t meta_len = i % 17 == 0 ? 1900 + rng() % 100 : rng() % 100;
+        const size_t data_len = rng() % 400;
+        Spec s = spec(rng, uint64_t(i), meta_len, data_len);
+        std::vector<Slice> data;
+        size_t off = 0;
+        while (off < s.data.size()) {
+            size_t n = std::min<size_t>(1 + rng() % 200, s.data.size() - off);
+            Slice d = zbuf::Arena::current()->alloc_slice(n);
+            std::memcpy(d.data(), s.data.data() + off, n);
+            data.push_back(std::move(d));
+            off += n;
+        }
+        const bool inl = data_len != 0 && data_len <= 256 && kHeaderSize + meta_len + data_len <= 2048;
+        want_inlined += inl;
+        const size_t out_before = out.size();
+        REQUIRE(enc.encode(s.h, s.meta, data, out));
+        for (auto& d : data) REQUIRE_FALSE(d);  // copied (and dropped) or moved
+        INFO("message " << i << ": meta " << meta_len << " B, data " << data_len << " B in " << data.size() << " slices");
+        if (inl) {
+            REQUIRE(out.size() == out_before + 1);  // one slice: header, meta and the data
+            CHECK(out.back().size() == kHeaderSize + meta_len + data_len);
+            CHECK(std::memcmp(out.back().data() + kHeaderSize + meta_len, s.data.data(), data_len) == 0);
+        } else {
+            CHECK(out.size() == out_before + 1 + data.size());
+        }
+        s.h.meta_len = uint32_t(meta_len);
+        s.h.data_len = uint32_t(data_len);
+        specs.push_back(std::move(s));
+    }
+    CHECK(enc.inlined() == want_inlined);
+    CHECK(want_inlined > 50);
+    // The decoder cannot tell: every message comes back as sent.
+    Decoder dec(Limits{});
+    Collector col;
+    REQUIRE(dec.feed(out, col) == DecodeError::None);
+    REQUIRE(col.got.size() == specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+        INFO("message " << i);
+        CHECK(same_header(col.got[i].h, specs[i].h));
+        CHECK(col.got[i].meta == specs[i].meta);
+        Bytes d;
+        for (const Slice& sl : col.got[i].data) d.insert(d.end(), sl.data(), sl.data() + sl.size());
+        CHECK(d == specs[i].data);
+    }
+    // inline_max 0 (the default) never copies.
+    Encoder plain;
+    std::vector<Slice> one, o2;
+    one.push_back(zbuf::Arena::current()->alloc_slice(10));
+    const std::byte* p = one[0].data();
+    REQUIRE(plain.encode(Header{}, {}, one, o2));
+    REQUIRE(o2.size() == 2);
+    CHECK(o2[1].data() == p);
+    CHECK(plain.inlined() == 0);
+    enc.release_block();
+}
+
 TEST_CASE("rpc: encoder, error messages", "[rpc][framing]") {
     test::ZbufArenaFixture arena;
     test::LeakCheck leaks;

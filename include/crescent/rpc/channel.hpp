@@ -90,6 +90,8 @@ struct ChannelOptions {
     Limits limits;                          // what a response may carry
     StreamOptions stream;                   // transport options of the connections
     size_t header_block = 2048;             // bytes per request-header block asked of the arena (encoder)
+    size_t inline_data = 256;               // request data of at most this many bytes is copied behind its
+                                            //   header (one slice, cheaper than a reference); 0: never copy
 };
 
 // A channel's counters, kept on the engine thread (Channel::stats()).

@@ -122,6 +122,8 @@ struct ServerOptions {
     uint32_t max_pending = 4096;       // per connection: unanswered (deferred) calls above this
                                        //   pause reading requests too
     size_t header_block = 2048;        // encoder header block (arena obj) size
+    size_t inline_data = 256;          // reply data of at most this many bytes is copied behind its
+                                       //   header (one slice, cheaper than a reference); 0: never copy
 };
 
 // A server's counters, kept on its engine thread (Server::stats()).
