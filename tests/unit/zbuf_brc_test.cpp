@@ -65,7 +65,8 @@ void on_thread(unsigned core, F fn) {
 } // namespace
 
 // The owner's ref+unref of an unmerged obj: two plain read-modify-writes of
-// `biased` (see BrcOwnerRefUnref's disassembly in BENCHMARKS / the report).
+// `biased`. noinline so that `objdump -d` of a release build shows the path
+// (no `lock` prefix on the owner's branch; the one `lock add` is ref_shared).
 [[gnu::noinline]] void brc_owner_ref_unref(const std::byte* p) {
     zbuf::ref(p);
     zbuf::unref(p);
