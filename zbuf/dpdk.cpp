@@ -215,8 +215,7 @@ Slice rx_slice(rte_mbuf* m) {
     uint32_t idx = z->index_of(m);
     std::byte* base = z->obj(idx);
     if (base + MbufPool::kObjHeader != reinterpret_cast<std::byte*>(m)) return {};
-    ObjCtx& c = z->ctx()[idx];
-    c.refcnt.store(1, std::memory_order_relaxed);
+    detail::set_external_ref(z->ctx()[idx]); // count 1 in `shared` (Mempool zones have no owner core)
     detail::note_external_acquire();
     auto* data = rte_pktmbuf_mtod(m, std::byte*);
     return Slice(Zbuf::adopt(base), size_t(data - base), m->data_len);

@@ -18,6 +18,11 @@
 //    single consumer needs no RMW). A full ring never blocks: the freeing core
 //    parks the obj on its own deferred list and retries on its next remote free,
 //    drain, or allocation miss (counted in `return_ring_full`).
+//  - Biased reference counting (the protocol and its invariants are in the
+//    header): the slow halves of unref (decrements of `shared`, the owner's
+//    drop to 0 while `shared` is not 0) and the owner's merge of a request
+//    that came through its ring. A ring entry is an obj pointer: a free, or
+//    with the low bit set (objs are 64-byte aligned) a merge request.
 //  - Counters are written by their core only, with relaxed load+store (a plain
 //    mov on x86), so stats() may read them from any thread without a data race.
 #include <crescent/zbuf.hpp>
@@ -123,7 +128,8 @@ private:
 // The cold part of a core's state (the hot part is detail::CoreHot).
 struct alignas(64) CoreState {
     Counter alloc_failed[kMaxClasses];
-    Counter remote_frees;      // frees this core sent to another core's ring
+    Counter remote_frees;      // frees and merge requests this core sent to another core's ring
+    Counter merge_requests;    // of those, merge requests (set QUEUED)
     Counter return_ring_full;  // frees this core had to park on `deferred`
     Counter deferred_now;      // deferred.size(), readable by stats()
     Counter external_acquired; // Mempool objs this core turned into zbufs
@@ -199,6 +205,7 @@ struct Arena::Impl {
     std::atomic<uint64_t> nocore_alloc_failed{0};
     std::atomic<uint64_t> too_large{0};
     std::atomic<uint64_t> nocore_remote_frees{0};
+    std::atomic<uint64_t> nocore_merge_requests{0};
     std::atomic<uint64_t> nocore_ring_full{0};
     std::atomic<int64_t> nocore_external{0};
     mutable std::mutex orphan_mu;  // rare: unregistered thread met a full ring
@@ -238,7 +245,6 @@ struct Arena::Impl {
             z->free_stack[-1] = nullptr; // the sentinel (memset above; explicit for the reader)
             z->free_sp = z->free_stack + l.count - 1;
         }
-        for (uint32_t i = 0; i < l.count; ++i) z->ctx()[i].owner_hint = uint16_t(owner);
         z->magic = kZoneMagic;
     }
 
@@ -315,6 +321,56 @@ inline void free_local(ZoneHeader* z, std::byte* obj) {
     detail::note_free(*z->owner_room);
 }
 
+// A return ring entry: a free (the obj pointer) or a merge request (| 1).
+constexpr uintptr_t kMergeTag = 1;
+inline bool is_merge(const void* e) { return (reinterpret_cast<uintptr_t>(e) & kMergeTag) != 0; }
+inline std::byte* untag(void* e) {
+    return reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(e) & ~kMergeTag);
+}
+
+// Owner core: a merge request for obj `obj` of its Slab zone z (a thread that
+// dropped a reference counted in `biased` set QUEUED and sent it). Moves
+// biased into shared, sets MERGED and clears QUEUED in one CAS; frees the obj
+// when that leaves no reference (invariant I4: nothing else frees it while
+// QUEUED). `biased` is kUnbiased already when the owner's own count reached 0
+// after the request was sent (owner_unbias then set MERGED, left QUEUED).
+void merge_request(ZoneHeader* z, std::byte* obj) {
+    ObjCtx& c = z->ctx()[z->index_of(obj)];
+    uint32_t b = c.biased.load(std::memory_order_relaxed);
+    if (CRESCENT_UNLIKELY(b == 0)) detail::bad_pointer(obj, "zbuf merge request for a free obj (internal error)");
+    uint32_t add = b < kUnbiased ? b * kShared1 : 0;
+    uint32_t w = c.shared.load(std::memory_order_acquire);
+    // Common case: the sender dropped the last reference (biased + count = 0,
+    // invariant I1): nobody holds it, nobody can touch the word (I3); free
+    // with plain stores.
+    if ((w & ~(kMerged | kQueued)) + add == 0) {
+        c.shared.store(0, std::memory_order_relaxed);
+        c.biased.store(0, std::memory_order_relaxed);
+        free_local(z, obj);
+        return;
+    }
+    uint32_t nw;
+    do {
+        nw = ((w + add) | kMerged) & ~kQueued;
+    } while (!c.shared.compare_exchange_weak(w, nw, std::memory_order_acq_rel, std::memory_order_acquire));
+    if (nw == kMerged) { // the others dropped theirs meanwhile: R = 0
+        c.shared.store(0, std::memory_order_relaxed);
+        c.biased.store(0, std::memory_order_relaxed);
+        free_local(z, obj);
+        return;
+    }
+    c.biased.store(kUnbiased, std::memory_order_relaxed);
+}
+
+// Owner core: one entry of its ring or of the orphans.
+inline void take_entry(void* e) {
+    std::byte* obj = untag(e);
+    if (is_merge(e))
+        merge_request(zone_of(obj), obj);
+    else
+        free_local(zone_of(obj), obj);
+}
+
 // Retry the parked remote frees of `cs`; keeps those whose ring is still full.
 void flush_deferred(Arena::Impl& im, CoreState& cs) {
     auto& d = cs.deferred;
@@ -330,7 +386,8 @@ void flush_deferred(Arena::Impl& im, CoreState& cs) {
     cs.deferred_now.set(kept);
 }
 
-// A free of Slab obj p (count already 0) by a core that does not own its zone.
+// A free of Slab obj p (count already 0), or a merge request (p | 1), by a
+// core that does not own its zone.
 [[gnu::noinline]] void remote_free(Arena::Impl& im, void* p, unsigned owner, unsigned me) {
     ReturnRing* r = im.cores[owner].ring.load(std::memory_order_acquire);
     if (CRESCENT_LIKELY(me < kMaxCores)) {
@@ -363,7 +420,7 @@ void take_orphans(Arena::Impl& im, unsigned me) {
     for (void* p : im.orphans) {
         ZoneHeader* z = zone_of(p);
         if (z->owner_core == me) {
-            free_local(z, static_cast<std::byte*>(p));
+            take_entry(p);
             im.nocore_remote_frees.fetch_add(1, std::memory_order_relaxed);
         } else if (!im.cores[z->owner_core].ring.load(std::memory_order_acquire)->push(p))
             im.orphans[kept++] = p;
@@ -380,17 +437,13 @@ void drain(Arena::Impl& im, unsigned me) {
     if (CRESCENT_UNLIKELY(im.have_orphans.load(std::memory_order_acquire))) take_orphans(im, me);
     ReturnRing* r = cs.ring.load(std::memory_order_relaxed);
     if (!r) return;
-    while (void* p = r->pop()) {
-        free_local(zone_of(p), static_cast<std::byte*>(p));
-    }
+    while (void* p = r->pop()) take_entry(p);
 }
 
 // Same as the inline path of Arena::alloc.
 inline std::byte* pop_obj(ZoneHeader* z, CoreHot& h, unsigned cls) {
     std::byte* p = *z->free_sp--;
-    // owner_hint needs no store: a Slab zone's objs are only ever handed out
-    // by its owner, and format() wrote the owner into every ctx.
-    z->ctx()[z->index_of(p)].refcnt.store(1, std::memory_order_relaxed);
+    z->ctx()[z->index_of(p)].biased.store(1, std::memory_order_relaxed); // shared is 0 while free
     detail::note_alloc(h, cls);
     return p;
 }
@@ -420,7 +473,12 @@ void check_pointer(const void* p, const char* op) {
     if (off < z->obj_offset) fail("inside a zone header, not an obj");
     uint32_t idx = z->index_of(p);
     if (idx >= z->obj_count) fail("past the last obj of its zone");
-    if (z->ctx()[idx].refcnt.load(std::memory_order_relaxed) == 0)
+    // Free: shared 0 and biased 0 or kUnbiased (a merged obj freed by a
+    // non-owner keeps kUnbiased until its next alloc). A live obj has biased
+    // in 1..kUnbiased-1 (unmerged, I2) or MERGED in shared with count >= 1.
+    const ObjCtx& c = z->ctx()[idx];
+    uint32_t b = c.biased.load(std::memory_order_relaxed);
+    if (c.shared.load(std::memory_order_relaxed) == 0 && (b == 0 || b == kUnbiased))
         fail("refcount is already 0 (double free, or use after free)");
 }
 
@@ -434,8 +492,10 @@ void check_obj_start(const void* p, const char* op) {
     if (obj_base(p) != p) fail("not the first byte of its obj (a Zbuf holds only those)");
 }
 
-void unref_slow(ZoneHeader* z, uint32_t idx, ObjCtx& c) {
-    c.refcnt.store(0, std::memory_order_relaxed);
+namespace {
+// The caller made R 0 (invariant I5) and stored shared = 0: back to the
+// free stack (owner), the owner's ring, or the Mempool zone's release hook.
+void free_obj(ZoneHeader* z, uint32_t idx) {
     unsigned me = t_core;
     if (CRESCENT_UNLIKELY(z->kind == ZoneKind::Mempool)) {
         if (me < kMaxCores)
@@ -445,11 +505,67 @@ void unref_slow(ZoneHeader* z, uint32_t idx, ObjCtx& c) {
         z->release(z, idx);
         return;
     }
-    if (z->owner_core == me) { // (unref's inline path normally does this)
+    if (z->owner_core == me) { // a merged obj's last reference on its owner
         free_local(z, z->obj(idx));
         return;
     }
     remote_free(*g_impl, z->obj(idx), z->owner_core, me);
+}
+} // namespace
+
+void unref_shared(ZoneHeader* z, uint32_t idx, ObjCtx& c) {
+    uint32_t w = c.shared.load(std::memory_order_acquire);
+    if (w == (kShared1 | kMerged)) {
+        // Count 1, merged, not queued: the caller holds the only reference
+        // (I1, I2); nobody can race with it. Free without a locked instruction.
+        c.shared.store(0, std::memory_order_relaxed);
+        free_obj(z, idx);
+        return;
+    }
+    // Decrement; a count that goes negative (the caller dropped a reference
+    // the owner counted in `biased`) sets QUEUED in the same CAS, so that no
+    // free can come between the two (I4).
+    uint32_t nw;
+    do {
+        nw = w - kShared1;
+        if (int32_t(nw) < 0) nw |= kQueued;
+    } while (!c.shared.compare_exchange_weak(w, nw, std::memory_order_acq_rel, std::memory_order_acquire));
+    if (nw == kMerged) { // count 0, merged, not queued: the last reference (I5)
+        c.shared.store(0, std::memory_order_relaxed);
+        free_obj(z, idx);
+        return;
+    }
+    if ((nw & kQueued) == 0 || (w & kQueued) != 0) return; // still held, or a request is on its way
+    unsigned me = t_core;
+    const unsigned owner = z->owner_core;
+    // Only a Slab zone's non-owner can hold a reference counted in `biased`;
+    // anything else is a refcount underflow.
+    if (CRESCENT_UNLIKELY(owner >= kMaxCores || owner == me))
+        bad_pointer(z->obj(idx), "unref: refcount underflow (double free)");
+    if (me < kMaxCores)
+        g_impl->cores[me].merge_requests.inc();
+    else
+        g_impl->nocore_merge_requests.fetch_add(1, std::memory_order_relaxed);
+    remote_free(*g_impl, z->obj(idx) + kMergeTag, owner, me);
+}
+
+void owner_unbias(ZoneHeader* z, uint32_t idx, ObjCtx& c) {
+    // biased goes 1 -> 0 (the caller's reference): R = count(shared) (I1).
+    // Set MERGED so that the last holder frees; if the word reads 0 (the
+    // others dropped theirs meanwhile, not QUEUED) free it here (I3).
+    uint32_t w = c.shared.load(std::memory_order_acquire);
+    for (;;) {
+        if (w == 0) {
+            c.biased.store(0, std::memory_order_relaxed);
+            free_local(z, z->obj(idx));
+            return;
+        }
+        if (c.shared.compare_exchange_weak(w, w | kMerged, std::memory_order_acq_rel, std::memory_order_acquire))
+            break;
+    }
+    // QUEUED set: the pending merge request frees it if no reference is left
+    // by then (I4), so never here even with a count of 0.
+    c.biased.store(kUnbiased, std::memory_order_relaxed);
 }
 
 void note_external_acquire() {
@@ -688,6 +804,7 @@ Stats Arena::stats() const {
     s.zones_reclaimed = im.zones_reclaimed.load(std::memory_order_relaxed);
     s.alloc_too_large = im.too_large.load(std::memory_order_relaxed);
     s.remote_frees = im.nocore_remote_frees.load(std::memory_order_relaxed);
+    s.merge_requests = im.nocore_merge_requests.load(std::memory_order_relaxed);
     s.return_ring_full = im.nocore_ring_full.load(std::memory_order_relaxed);
     int64_t ext = im.nocore_external.load(std::memory_order_relaxed);
     s.classes.resize(im.nclasses);
@@ -711,6 +828,7 @@ Stats Arena::stats() const {
         }
         s.core_limit_refused += core.limit_refused.get();
         s.remote_frees += core.remote_frees.get();
+        s.merge_requests += core.merge_requests.get();
         s.return_ring_full += core.return_ring_full.get();
         s.deferred += core.deferred_now.get();
         ext += int64_t(core.external_acquired.get() - core.external_released.get());

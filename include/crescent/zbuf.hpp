@@ -23,10 +23,62 @@
 // return ring (MPSC); when that ring is full the freeing core parks the obj on
 // a local deferred list and retries later — never a shared lock.
 //
-// Refcounts (DPDK's rte_mbuf trick): `unref` of a count of 1 skips the atomic —
-// the caller holds the only reference, so nobody else can race on it; `ref` of
-// a count of 1 is a plain store for the same reason, else one relaxed atomic
-// add. ref+unref of a once-held obj (1 -> 2 -> 1) costs one locked instruction.
+// Refcounts: biased reference counting (Choi, Shull, Torrellas, "Biased
+// Reference Counting", PACT 2018). An obj of a Slab zone is biased towards its
+// zone's owner core, the only core that allocates it. Each ObjCtx holds
+//
+//   biased  the owner's count: written by the owner core only, with plain
+//           (relaxed) loads and stores. 0 = free; 1..kUnbiased-1 = live and
+//           unmerged; kUnbiased = merged (the owner now counts in `shared`).
+//   shared  an atomic word: bit 0 MERGED, bit 1 QUEUED, bits 2..31 a signed
+//           count (two's complement, unit kShared1 = 4, so flags never carry).
+//           0 for every free obj.
+//
+// The owner core (t_core == owner_core) refs and unrefs with `biased`: no
+// locked instruction, including the final free when `shared` reads 0. Every
+// other thread (other cores, threads without a core, and every thread for
+// Mempool zones, whose owner is kNoOwner) adds/subtracts kShared1 on `shared`.
+// A non-owner may drop a reference the owner counted (a Slice moved to it):
+// `shared`'s count goes negative, and the same CAS sets QUEUED; whoever set
+// QUEUED sends one merge request (the obj pointer | 1) through the owner's
+// return ring. The owner's drain merges: shared += biased, MERGED on, QUEUED
+// off, biased = kUnbiased; from then on everyone (the owner too) counts in
+// `shared`, and the decrement that leaves exactly MERGED (count 0, not
+// QUEUED) frees. When the owner's own biased count drops to 0 and `shared` is
+// not 0, it sets MERGED instead (a CAS) and the last holder frees.
+//
+// Invariants (R = references held now, by any thread):
+//  I1  R = biased' + count(shared), biased' = (biased == kUnbiased ? 0 : biased):
+//      each op moves one of them by one; a merge moves biased into shared in
+//      one CAS by the owner, which alone reads or writes biased.
+//  I2  a live unmerged obj has biased >= 1 (it starts at 1; the owner's drop
+//      to 0 frees or merges in the same step), so count(shared) < 0 only
+//      while unmerged; MERGED implies biased' = 0, so then R = count(shared).
+//  I3  an op (ref, unref, a handle's move) needs a holder. So when R = 0 no
+//      thread can touch the obj again: the owner's load of `shared` == 0
+//      with biased' = 0 means R = 0 (a concurrent ref or unref would be by a
+//      holder, counted in R), so it frees without an atomic RMW. The load
+//      cannot read a stale 0: every shared-counted reference the owner
+//      dropped through `biased` was handed to it, so its add happens before
+//      the load, and an alive reference keeps the count above the drops.
+//      The acquire load pairs with the release RMWs of earlier holders.
+//  I4  QUEUED set = one merge request is in flight (ring, deferred list or
+//      orphans). Only the owner's merge clears QUEUED, and no path frees an
+//      obj while QUEUED is set (the owner's drop to 0 only sets MERGED then;
+//      a decrement that leaves MERGED|QUEUED does not free): the merge frees
+//      it if R = 0, so no request can meet a freed or reused obj. After the
+//      merge count(shared) >= 0 (I2), so there is at most one request per
+//      allocation.
+//  I5  who frees: the owner (biased 1 -> 0 with shared 0; its drop to 0
+//      setting MERGED on a word of 0; a merge leaving count 0), or the
+//      thread whose decrement leaves exactly MERGED; that thread stores
+//      shared = 0 and frees locally, through the owner's ring, or through the
+//      Mempool zone's release hook. Exactly one decrement or merge makes R 0.
+// Count-1 shortcuts (DPDK's rte_mbuf trick): a `shared` of exactly
+// kShared1|MERGED (Mempool objs start there) is the caller's reference only:
+// ref is a plain store, unref a plain store of 0 and a free.
+// ref+unref on the owner core is two plain read-modify-writes of `biased`.
+// Counts must stay below 2^29.
 //
 // Debug checks (compiled in when NDEBUG is not defined, or with
 // CRESCENT_DEBUG_CHECKS): ref/unref of a pointer outside the arena, outside an
@@ -68,14 +120,24 @@ inline constexpr bool kDebugChecks = true;
 inline constexpr bool kDebugChecks = false;
 #endif
 
-// Per-obj context, in an array right after the zone header.
+// Per-obj context, in an array right after the zone header. The counts are
+// explained in the header comment (biased reference counting).
 struct ObjCtx {
-    std::atomic<uint32_t> refcnt; // 0 = free
-    uint16_t owner_hint;          // core that last allocated the obj
-    uint16_t flags;               // free for integrations; zbuf itself never reads it
-    uint64_t meta;                // integration metadata (e.g. the rte_mbuf of a pool obj)
+    // The owner core's count: 0 = free, 1..kUnbiased-1 live, kUnbiased merged.
+    // Written by the zone's owner core only; atomic with relaxed loads and
+    // stores (plain moves) so that refcount() and the debug checks may read it
+    // from other threads.
+    std::atomic<uint32_t> biased;
+    // MERGED (bit 0) | QUEUED (bit 1) | signed count x kShared1; 0 when free.
+    std::atomic<uint32_t> shared;
+    uint64_t meta; // integration metadata (e.g. the rte_mbuf of a pool obj)
 };
 static_assert(sizeof(ObjCtx) == 16);
+// `shared`'s bits (see ObjCtx and the header comment).
+inline constexpr uint32_t kMerged = 1;       // the owner's count is merged into shared
+inline constexpr uint32_t kQueued = 2;       // a merge request is on its way to the owner
+inline constexpr uint32_t kShared1 = 4;      // one reference in shared's count
+inline constexpr uint32_t kUnbiased = 1u << 31; // `biased` of a merged obj
 
 // Who a zone's objs return to when their last reference goes.
 enum class ZoneKind : uint8_t {
@@ -150,15 +212,22 @@ struct Region {
 };
 extern Region g_region; // the live arena's address range (one arena per process)
 [[noreturn]] void bad_pointer(const void* p, const char* what); // diagnostic + abort
-// The count reached 0: back to the free list, the owner's return ring, or the
-// zone's release hook.
-void unref_slow(ZoneHeader* z, uint32_t idx, ObjCtx& c);
+// unref() by anyone but the owner of an unmerged obj: decrement `shared`
+// (free at count 0 when MERGED; a merge request when it goes negative).
+void unref_shared(ZoneHeader* z, uint32_t idx, ObjCtx& c);
+// The owner dropped its biased count to 0 while `shared` was not 0: set
+// MERGED (or free, if the word became 0 meanwhile).
+void owner_unbias(ZoneHeader* z, uint32_t idx, ObjCtx& c);
 // Debug-build validation of a pointer handed to ref/unref (aborts if bad).
 void check_pointer(const void* p, const char* op);
 // An integration handed out a Mempool-zone obj as a zbuf with refcount 1 (e.g.
 // an RX mbuf turned into a Slice): counted in Stats::external_live until the
 // last unref releases it.
 void note_external_acquire();
+// An integration hands out a free Mempool-zone obj as a zbuf with one
+// reference: its count lives in `shared` only (count 1, MERGED), then
+// note_external_acquire().
+inline void set_external_ref(ObjCtx& c) { c.shared.store(kShared1 | kMerged, std::memory_order_relaxed); }
 
 // The hot per-core state that the inline alloc/free paths touch. Written only
 // by its core (relaxed load+store: plain moves), read by Arena::stats().
@@ -251,18 +320,44 @@ inline uint64_t iova(const void* p) {
     return z->iova + (reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(z));
 }
 
-// References held now on the obj that contains `p` (0 = free). A relaxed
-// snapshot, for tests and diagnostics: another core may change it.
-inline uint32_t refcount(const void* p) { return ctx_of(p).refcnt.load(std::memory_order_relaxed); }
+// References held now on the obj that contains `p` (0 = free): biased (unless
+// merged) + shared's count. A relaxed snapshot, for tests and diagnostics:
+// another core may change it.
+inline uint32_t refcount(const void* p) {
+    const ObjCtx& c = ctx_of(p);
+    uint32_t b = c.biased.load(std::memory_order_relaxed);
+    auto n = int32_t(c.shared.load(std::memory_order_relaxed)) >> 2; // the signed count
+    return uint32_t(int64_t(b < kUnbiased ? b : 0) + n);
+}
 
-// Take one more reference on the obj containing p (any core). Count 1: the
-// caller holds the only reference, so nobody can race with it and 1 -> 2 is a
-// plain store (unref's count-1 shortcut, the other way); else one atomic add.
+namespace detail {
+// ref() by anyone but the owner of an unmerged obj. Exactly count 1 and
+// MERGED (not QUEUED): the caller holds the only reference, so nobody can race
+// with it and 1 -> 2 is a plain store (unref's count-1 shortcut, the other
+// way); else one atomic add.
+inline void ref_shared(ObjCtx& c) {
+    if (c.shared.load(std::memory_order_relaxed) == (kShared1 | kMerged))
+        c.shared.store(2 * kShared1 | kMerged, std::memory_order_relaxed);
+    else
+        c.shared.fetch_add(kShared1, std::memory_order_relaxed);
+}
+} // namespace detail
+
+// Take one more reference on the obj containing p (any core). On the owner
+// core of an unmerged obj: biased + 1, a plain load and store; else
+// detail::ref_shared().
 inline void ref(const void* p) {
     if constexpr (kDebugChecks) detail::check_pointer(p, "ref");
-    std::atomic<uint32_t>& c = ctx_of(p).refcnt;
-    if (c.load(std::memory_order_relaxed) == 1) c.store(2, std::memory_order_relaxed);
-    else c.fetch_add(1, std::memory_order_relaxed);
+    ZoneHeader* z = zone_of(p);
+    ObjCtx& c = z->ctx()[z->index_of(p)];
+    if (z->owner_core == detail::t_core) {
+        uint32_t b = c.biased.load(std::memory_order_relaxed);
+        if (__builtin_expect(b < kUnbiased, 1)) {
+            c.biased.store(b + 1, std::memory_order_relaxed);
+            return;
+        }
+    }
+    detail::ref_shared(c);
 }
 
 namespace detail {
@@ -270,23 +365,31 @@ namespace detail {
 // is `obj` (what goes back on the free stack).
 inline void unref_at(ZoneHeader* z, uint32_t idx, std::byte* obj) {
     ObjCtx& c = z->ctx()[idx];
-    // Count 1: we hold the only reference, nobody can race with us; skip the
-    // locked instruction (acquire pairs with the release of the other holders'
-    // earlier decrements).
-    if (c.refcnt.load(std::memory_order_acquire) == 1 ||
-        c.refcnt.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        unsigned me = t_core;
-        if (z->owner_core == me) {
-            // A Slab zone of the calling core (integration zones have
-            // kNoOwner, threads without a core kNoCore): back on its free
-            // stack, no atomics.
-            c.refcnt.store(0, std::memory_order_relaxed);
-            *++z->free_sp = obj;
-            note_free(*z->owner_room);
-        } else {
-            unref_slow(z, idx, c);
+    // The owner core (integration zones have kNoOwner, threads without a core
+    // kNoCore) of an unmerged obj: biased - 1, no locked instruction.
+    if (z->owner_core == t_core) {
+        uint32_t b = c.biased.load(std::memory_order_relaxed);
+        if (b - 2 < kUnbiased - 2) { // 2..kUnbiased-1: not the last biased reference
+            c.biased.store(b - 1, std::memory_order_relaxed);
+            return;
         }
+        if (b == 1) {
+            // The owner's count reaches 0. `shared` 0 (no count, not QUEUED):
+            // no reference is left anywhere (invariant I3), free it on its
+            // zone's stack with plain stores. Acquire pairs with the release
+            // of other holders' earlier decrements.
+            if (__builtin_expect(c.shared.load(std::memory_order_acquire) == 0, 1)) {
+                c.biased.store(0, std::memory_order_relaxed);
+                *++z->free_sp = obj;
+                note_free(*z->owner_room);
+            } else {
+                owner_unbias(z, idx, c);
+            }
+            return;
+        }
+        // kUnbiased (merged): counted in shared, as for everyone else.
     }
+    unref_shared(z, idx, c);
 }
 // Debug-build check that `p` is an obj's first byte (aborts if not).
 void check_obj_start(const void* p, const char* op);
@@ -379,7 +482,8 @@ public:
     // Drops this slice's reference (if any), then takes over the other's.
     Slice& operator=(Slice&&) noexcept = default;
 
-    // Another reference to the same obj and window (one atomic add; any core).
+    // Another reference to the same obj and window (any core; a plain add on
+    // the obj's owner core, else one atomic add).
     Slice share() const { return Slice(buf_.share(), off_, len_); }
     // Gives up the obj reference (the slice becomes empty) to whoever takes
     // over its lifetime, e.g. an extbuf mbuf (zbuf::dpdk::attach_slice).
@@ -470,8 +574,9 @@ struct ClassStats {
 // global mark would need a shared atomic on every alloc).
 struct Stats {
     std::vector<ClassStats> classes;  // one per Config::size_classes entry, same order
-    uint64_t remote_frees = 0;        // frees that went through a return ring
-    uint64_t return_ring_full = 0;    // times a remote free had to wait for ring space
+    uint64_t remote_frees = 0;        // frees and merge requests that went through a return ring
+    uint64_t merge_requests = 0;      // of those, merge requests (an owner-counted reference dropped on another thread)
+    uint64_t return_ring_full = 0;    // times a remote free or merge request had to wait for ring space
     uint64_t deferred = 0;            // remote frees parked now, waiting for ring space
     uint64_t external_live = 0;       // objs of Mempool zones held as zbufs (e.g. RX slices)
     uint64_t alloc_too_large = 0;     // requests larger than the largest size class
@@ -521,7 +626,7 @@ public:
             std::byte* p;
             if (__builtin_expect(z != nullptr && (p = *(sp = z->free_sp)) != nullptr, 1)) {
                 z->free_sp = sp - 1;
-                z->ctx()[z->index_of(p)].refcnt.store(1, std::memory_order_relaxed);
+                z->ctx()[z->index_of(p)].biased.store(1, std::memory_order_relaxed); // shared is 0 while free
                 detail::note_alloc(*h, cls);
                 return Zbuf(p);
             }

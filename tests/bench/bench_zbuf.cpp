@@ -3,7 +3,8 @@
 // In one process and one run, on one (EAL-pinned) thread:
 //   zbuf alloc+free 4 KiB, hot per-core cache   Arena::alloc + Zbuf::reset
 //   zbuf ptr -> obj                             obj_base() of interior pointers
-//   zbuf ref + unref                            plain store (count 1 -> 2), atomic sub (2 -> 1)
+//   zbuf ref + unref                            on the owner core: biased 1 -> 2 -> 1, two plain
+//                                               load+store pairs, no locked instruction
 //   rte_mempool get+put, per-lcore cache        rte_mempool_get / rte_mempool_put
 //   jemalloc mallocx+dallocx 4 KiB              jemalloc's own API
 //   glibc malloc+free 4 KiB                     libc.so.6's malloc (jemalloc is linked
@@ -137,7 +138,9 @@ int main(int argc, char** argv) {
                        for (uint64_t i = 0; i < n; ++i) escape(zbuf::obj_base(ptrs[i & 4095]));
                    })});
 
-    // 3. ref + unref of a once-held obj (count 1 -> 2 -> 1: a plain store, one atomic sub).
+    // 3. ref + unref of a once-held obj on its owner core (biased reference
+    //    counting: `biased` 1 -> 2 -> 1, plain loads and stores, no locked
+    //    instruction; before it, a plain store and one `lock sub`).
     std::byte* shared = held[64].data();
     res.push_back({"zbuf ref+unref (count 1 -> 2 -> 1)",
                    measure(rounds, ops, [&](uint64_t n) {

@@ -727,7 +727,7 @@ TEST_CASE("kv store: small values are copied, large ones kept, RX-pool pins boun
     auto rx_pool = [&](const std::string& bytes) {
         REQUIRE(bytes.size() <= 4096);
         std::byte* p = z->obj(next++);
-        z->ctx()[next - 1].refcnt.store(1);
+        zbuf::detail::set_external_ref(z->ctx()[next - 1]);
         zbuf::detail::note_external_acquire();
         std::memcpy(p, bytes.data(), bytes.size());
         return Slice(Zbuf::adopt(p), 0, bytes.size());

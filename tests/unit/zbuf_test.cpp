@@ -609,7 +609,7 @@ TEST_CASE("zbuf: Mempool zones call release at the last unref", "[zbuf]") {
 
     // An integration hands out obj 5 as a zbuf (as rx_slice does for an mbuf).
     std::byte* p = z->obj(5);
-    z->ctx()[5].refcnt.store(1);
+    detail::set_external_ref(z->ctx()[5]);
     detail::note_external_acquire();
     CHECK(a->live() == 1);
     Slice s = Slice(Zbuf::adopt(p + 300), 300, 64);
