@@ -5,6 +5,7 @@
 // (SYN cookies), RFC 6191 spirit (a new SYN may reuse a TIME-WAIT 4-tuple when
 // its sequence number is beyond the old connection's).
 #include "stack/tcp/host.hpp"
+#include "stack/tcp/timer_heap.hpp"
 
 #include "stack/tcp/time_wait.hpp"
 
@@ -140,18 +141,12 @@ struct Host::Impl {
         uint32_t gen = 1;
         uint16_t listener = 0;     // listening port while not yet accept()ed (0 = none)
         bool dirty = false;
-        Instant armed = Instant::never(); // earliest heap entry for this slot
         uint64_t key = 0;
     };
     struct Listener {
         uint32_t backlog = 0;
         uint32_t pending = 0;      // SYN-RECEIVED + established-but-not-accepted
         std::deque<ConnId> accept_q;
-    };
-    struct TimerEntry {
-        int64_t at;
-        uint32_t slot, gen;
-        bool operator>(const TimerEntry& o) const { return at > o.at; }
     };
 
     HostConfig cfg;
@@ -160,7 +155,7 @@ struct Host::Impl {
     std::vector<uint32_t> free_slots;
     FlatMap map;
     std::unordered_map<uint16_t, Listener> listeners;  // setup-time structure; looked up on SYNs only
-    std::vector<TimerEntry> heap;                       // min-heap on `at`
+    TimerHeap timers;                                   // each slot's next deadline (timer_heap.hpp)
     std::vector<uint32_t> dirty;
     size_t live = 0;
     Instant rst_window_start = Instant::from_nanos(INT64_MIN / 2);
@@ -198,7 +193,7 @@ struct Host::Impl {
         s.tw.reset();
         ++s.gen;
         s.listener = 0;
-        s.armed = Instant::never();
+        timers.set(i, Instant::never());
         s.dirty = false;
         free_slots.push_back(i);
         --live;
@@ -244,14 +239,10 @@ struct Host::Impl {
         return std::nullopt;
     }
 
+    // Slot i's timer follows its connection's next deadline.
     void arm(uint32_t i) {
         Slot& s = slots[i];
-        Instant d = s.tw ? s.tw->expires() : s.tcb->next_deadline();
-        if (d < s.armed) {
-            s.armed = d;
-            heap.push_back(TimerEntry{d.nanos(), i, s.gen});
-            std::push_heap(heap.begin(), heap.end(), std::greater<>());
-        }
+        timers.set(i, s.tw ? s.tw->expires() : s.tcb->next_deadline());
     }
 
     // After any call into slot i's Tcb: promote passive connections that
@@ -295,7 +286,6 @@ struct Host::Impl {
         Slot& s = slots[i];
         s.tcb = std::make_unique<Tcb>(c, id_of(i), ep);
         s.key = tuple_key(ep.remote_ip, ep.remote_port, ep.local_port);
-        s.armed = Instant::never();
         map.insert(s.key, i);
         ++live;
         stats.conns_live = live;
@@ -546,27 +536,30 @@ void Host::on_segment(Ipv4Addr src, Ipv4Addr dst, uint8_t ip_ecn, const TcpRepr&
 
 void Host::on_timer(Instant now, Actions& out) {
     Impl& m = *impl_;
-    while (!m.heap.empty() && m.heap.front().at <= now.nanos()) {
-        std::pop_heap(m.heap.begin(), m.heap.end(), std::greater<>());
-        Impl::TimerEntry e = m.heap.back();
-        m.heap.pop_back();
-        if (e.slot >= m.slots.size()) continue;
-        auto& s = m.slots[e.slot];
-        if (s.gen != e.gen || (!s.tcb && !s.tw)) continue;  // stale: the connection is gone
-        if (s.armed.nanos() == e.at) s.armed = Instant::never();
+    // Every call below re-keys or removes the slot it fired (arm/free_slot),
+    // so each due slot runs once per deadline.
+    while (m.timers.top_at() <= now) {
+        const uint32_t i = m.timers.top_slot();
+        auto& s = m.slots[i];
         if (s.tw) {
-            if (s.tw->expires() <= now) m.free_slot(e.slot);  // 2*MSL over
-            else m.arm(e.slot);                               // restarted by a FIN
+            if (s.tw->expires() <= now) m.free_slot(i);  // 2*MSL over
+            else m.arm(i);                               // restarted by a FIN
+            continue;
+        }
+        if (!s.tcb) {  // cannot happen: free_slot() removes the slot's timer
+            m.timers.set(i, Instant::never());
             continue;
         }
         size_t ev = out.events.size();
+        // The key may be earlier than the deadline (a call that moved it later
+        // without re-arming): then this only re-keys.
         if (s.tcb->next_deadline() <= now) s.tcb->on_timer(now, out);
-        m.after_call(e.slot, ev, out);
+        m.after_call(i, ev, out);
     }
 }
 
 Instant Host::next_deadline() const {
-    return impl_->heap.empty() ? Instant::never() : Instant::from_nanos(impl_->heap.front().at);
+    return impl_->timers.top_at();
 }
 
 SendResult Host::send(ConnId c, Slice& data) {
