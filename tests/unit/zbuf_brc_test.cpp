@@ -9,14 +9,12 @@
 
 #include <crescent/zbuf.hpp>
 
+#include "tests/support/aborts.hpp"
 #include "tests/support/zbuf_leak.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -330,34 +328,7 @@ TEST_CASE("zbuf brc: merge requests that meet a full ring wait on the sender's d
 }
 
 #if !defined(NDEBUG) || defined(CRESCENT_DEBUG_CHECKS)
-namespace {
-// Runs fn in a forked child; true if it died of SIGABRT having written
-// `expect` to stderr.
-template <class F>
-bool aborts(F fn, const char* expect) {
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    std::fflush(nullptr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        std::signal(SIGABRT, SIG_DFL);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    std::string err;
-    char buf[256];
-    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) err.append(buf, size_t(n));
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    INFO("child stderr: " << err);
-    CHECK(err.find(expect) != std::string::npos);
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
-}
-} // namespace
+using test::aborts;
 
 TEST_CASE("zbuf brc: debug builds abort on double frees on every path", "[zbuf][brc]") {
     auto a = make_arena(8u << 20);

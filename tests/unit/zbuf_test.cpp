@@ -5,13 +5,11 @@
 
 #include <crescent/zbuf.hpp>
 
+#include "tests/support/aborts.hpp"
 #include "tests/support/zbuf_leak.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <csignal>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -660,37 +658,9 @@ TEST_CASE("zbuf: External memory backing", "[zbuf]") {
 }
 
 #if !defined(NDEBUG) || defined(CRESCENT_DEBUG_CHECKS)
-namespace {
-// Runs fn in a forked child; true if the child died of SIGABRT after writing
-// `expect` (if given) to stderr.
-template <class F>
-bool aborts(F fn, const char* expect = nullptr) {
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    std::fflush(nullptr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        std::signal(SIGABRT, SIG_DFL); // not Catch's handler
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    std::string err;
-    char buf[256];
-    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) err.append(buf, size_t(n));
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    INFO("child stderr: " << err);
-    bool ok = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
-    if (expect) {
-        CHECK(err.find(expect) != std::string::npos);
-    }
-    return ok;
-}
+using test::aborts;
 
+namespace {
 std::string hex(const void* p) {
     char b[32];
     std::snprintf(b, sizeof b, "%p", p);
