@@ -321,6 +321,14 @@ inline void free_local(ZoneHeader* z, std::byte* obj) {
     detail::note_free(*z->owner_room);
 }
 
+// Owner core: no reference is left (invariant I5): both counts to their free
+// values and the obj back on its free stack.
+inline void free_owned(ZoneHeader* z, ObjCtx& c, std::byte* obj) {
+    c.shared.store(0, std::memory_order_relaxed);
+    c.biased.store(0, std::memory_order_relaxed);
+    free_local(z, obj);
+}
+
 // A return ring entry: a free (the obj pointer) or a merge request (| 1).
 constexpr uintptr_t kMergeTag = 1;
 inline bool is_merge(const void* e) { return (reinterpret_cast<uintptr_t>(e) & kMergeTag) != 0; }
@@ -343,22 +351,12 @@ void merge_request(ZoneHeader* z, std::byte* obj) {
     // Common case: the sender dropped the last reference (biased + count = 0,
     // invariant I1): nobody holds it, nobody can touch the word (I3); free
     // with plain stores.
-    if ((w & ~(kMerged | kQueued)) + add == 0) {
-        c.shared.store(0, std::memory_order_relaxed);
-        c.biased.store(0, std::memory_order_relaxed);
-        free_local(z, obj);
-        return;
-    }
+    if ((w & ~(kMerged | kQueued)) + add == 0) return free_owned(z, c, obj);
     uint32_t nw;
     do {
         nw = ((w + add) | kMerged) & ~kQueued;
     } while (!c.shared.compare_exchange_weak(w, nw, std::memory_order_acq_rel, std::memory_order_acquire));
-    if (nw == kMerged) { // the others dropped theirs meanwhile: R = 0
-        c.shared.store(0, std::memory_order_relaxed);
-        c.biased.store(0, std::memory_order_relaxed);
-        free_local(z, obj);
-        return;
-    }
+    if (nw == kMerged) return free_owned(z, c, obj); // the others dropped theirs meanwhile: R = 0
     c.biased.store(kUnbiased, std::memory_order_relaxed);
 }
 
@@ -555,11 +553,7 @@ void owner_unbias(ZoneHeader* z, uint32_t idx, ObjCtx& c) {
     // others dropped theirs meanwhile, not QUEUED) free it here (I3).
     uint32_t w = c.shared.load(std::memory_order_acquire);
     for (;;) {
-        if (w == 0) {
-            c.biased.store(0, std::memory_order_relaxed);
-            free_local(z, z->obj(idx));
-            return;
-        }
+        if (w == 0) return free_owned(z, c, z->obj(idx));
         if (c.shared.compare_exchange_weak(w, w | kMerged, std::memory_order_acq_rel, std::memory_order_acquire))
             break;
     }

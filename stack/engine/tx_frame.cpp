@@ -126,9 +126,7 @@ rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& 
         warn(Warn::TxNoMbuf);
         return nullptr;
     }
-    std::array<wire::Bytes, tcp::kMaxTxViews> body;
     const auto views = s.payload();
-    const size_t nbody = payload_spans(s, body);
     rte_mbuf* cur = m;
     std::byte* dst = rte_pktmbuf_mtod(m, std::byte*) + hdr_len;
     size_t room = frame_room_ - hdr_len;
@@ -162,12 +160,17 @@ rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& 
             cur->data_len = uint16_t(cur->data_len + take);
         }
     }
-    // One frame (the usual case): the checksum runs over the copy, one span,
-    // instead of view by view.
-    std::span<const wire::Bytes> sum_over(body.data(), nbody);
-    const wire::Bytes flat(rte_pktmbuf_mtod_offset(m, const std::byte*, hdr_len), payload_len);
-    if (m->nb_segs == 1) sum_over = std::span<const wire::Bytes>(&flat, payload_len != 0 ? 1 : 0);
-    emit_headers(rte_pktmbuf_mtod(m, std::byte*), s, dst_mac, tcp_len, payload_len, sum_over);
+    // One frame (the usual case): the checksum runs over the copy, one span;
+    // a chain of copies (a TSO fallback): over the views.
+    std::array<wire::Bytes, tcp::kMaxTxViews> body;
+    size_t nbody = 0;
+    if (m->nb_segs == 1) {
+        if (payload_len != 0) body[nbody++] = wire::Bytes(rte_pktmbuf_mtod_offset(m, const std::byte*, hdr_len), payload_len);
+    } else {
+        nbody = payload_spans(s, body);
+    }
+    emit_headers(rte_pktmbuf_mtod(m, std::byte*), s, dst_mac, tcp_len, payload_len,
+                 std::span<const wire::Bytes>(body.data(), nbody));
     m->pkt_len = uint32_t(hdr_len) + payload_len;
     set_tx_offload(m, tcp_len, s.tso_segsz);
     return m;

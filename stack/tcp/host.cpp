@@ -546,10 +546,7 @@ void Host::on_timer(Instant now, Actions& out) {
             else m.arm(i);                               // restarted by a FIN
             continue;
         }
-        if (!s.tcb) {  // cannot happen: free_slot() removes the slot's timer
-            m.timers.set(i, Instant::never());
-            continue;
-        }
+        assert(s.tcb);  // free_slot() removes a slot's timer
         size_t ev = out.events.size();
         // The key may be earlier than the deadline (a call that moved it later
         // without re-arming): then this only re-keys.
