@@ -135,6 +135,9 @@ const char* usage() {
            "                            connection closed after N unanswered (off)\n"
            "  --user-timeout S          crescent: abort unacknowledged data no sooner than S s after the\n"
            "                            first retransmission timeout (100; 0 = after 12 of them)\n"
+           "  --burst-flush-ns N|off    crescent: send output made during an RX burst once it has waited N ns\n"
+           "                            and frames remain (0 = after every frame; off = at the burst's end;\n"
+           "                            default 1000, off on AF_XDP)\n"
            "  --idle-sleep-us N         crescent engines nap up to N us after 1000 idle polls (default: spin)\n"
            "  --stats                   per-engine counters on stderr at the end\n"
            "client:\n"
@@ -303,6 +306,19 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
         } else if (f == "--burst") {
             if (!p.number(1, 512, &n)) return false;
             o.rt.engine.burst = uint16_t(n);
+        } else if (f == "--burst-flush-ns") {
+            if (!p.value(&v)) return false;
+            const std::string a(v);
+            if (a == "off") {
+                o.rt.engine.burst_flush_after = crescent::Duration::max();
+            } else {
+                char* end = nullptr;
+                errno = 0;
+                unsigned long long ns = std::strtoull(a.c_str(), &end, 10);
+                if (a.empty() || a[0] < '0' || a[0] > '9' || *end != '\0' || errno != 0 || ns > 1000000000ull)
+                    return p.fail("--burst-flush-ns: '" + a + "' is not a number of ns in 0..1000000000 or 'off'");
+                o.rt.engine.burst_flush_after = std::chrono::nanoseconds(ns);
+            }
         } else if (f == "--arena-mb") {
             if (!p.number(16, 1u << 20, &n)) return false;
             o.rt.arena_bytes = size_t(n) << 20;
@@ -457,6 +473,8 @@ std::vector<std::string> to_args(const Options& o) {
     if (o.rt.metrics_port) add("--metrics-port", std::to_string(o.rt.metrics_port));
     if (o.rt.metrics_bind != defaults.metrics_bind) add("--metrics-bind", o.rt.metrics_bind);
     if (o.rt.engine.burst != defaults.engine.burst) add("--burst", std::to_string(o.rt.engine.burst));
+    if (const auto& f = o.rt.engine.burst_flush_after)
+        add("--burst-flush-ns", *f == crescent::Duration::max() ? std::string("off") : std::to_string(f->count()));
     if (o.rt.arena_bytes != defaults.arena_bytes) add("--arena-mb", std::to_string(o.rt.arena_bytes >> 20));
     if (o.rt.rx_ring) add("--rx-ring", std::to_string(o.rt.rx_ring));
     if (o.rt.engine.idle_spin)

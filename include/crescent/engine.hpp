@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -222,6 +223,8 @@ struct EngineStats {
     // Bytes of those frames (Ethernet header included).
     uint64_t tx_packets = 0, tx_bytes = 0;
     uint64_t tx_ring_full = 0;        // tx bursts that left frames for the next iteration
+    uint64_t tx_early_flushes = 0;    // output sent before the end of its RX burst
+                                      //   (EngineConfig::burst_flush_after)
     uint64_t tx_overflow = 0;         // frame dropped: TX backlog bound reached (ring full for long)
     uint64_t tx_no_mbuf = 0;          // segment dropped: header/frame mbuf pool empty
     uint64_t tx_too_large = 0;        // segment dropped: does not fit one frame (no multi-seg)
@@ -460,6 +463,17 @@ struct EngineConfig {
     // `fd_poll_interval` while busy: an epoll_wait per loop iteration costs a
     // system call per packet burst. 0 = every iteration.
     Duration fd_poll_interval = std::chrono::microseconds(50);
+    // Inline mode: output made while an RX burst is processed (replies,
+    // ACKs) waits for the end of the burst at most this long; once it has
+    // and frames of the burst remain, it is sent first, so that the peer
+    // works on the first replies while this engine handles the rest (a
+    // pipelined client's 16 requests arrive as two segments in one burst).
+    // 0 = after every frame that left output; Duration::max() = only at the
+    // end of the burst. Unset: 1 us, or only at the end of the burst on
+    // AF_XDP, where each TX burst is a system call (and on veth the call
+    // also delivers the frames: the sender pays for them either way).
+    // Costs a clock read per frame while output waits.
+    std::optional<Duration> burst_flush_after;
     KernelWait kernel_wait = KernelWait::Busy;  // engines without a device only
 };
 

@@ -68,6 +68,9 @@ bool check_engine_config(const EngineConfig& c, std::string* err) {
     if (c.max_memory != 0 && c.max_memory < zbuf::kZoneSize)
         return fail(err, fmt::format("memory limit of {} bytes is below one 2 MiB zone (give 0 for none, or at "
                                      "least {})", c.max_memory, zbuf::kZoneSize));
+    if (c.burst_flush_after && *c.burst_flush_after < Duration::zero())
+        return fail(err, fmt::format("burst_flush_after of {} ns is negative (0 = after every frame)",
+                                     c.burst_flush_after->count()));
     std::string e;
     if (!check_conn_options(c.conn, &e)) return fail(err, "connection defaults: " + e);
     return true;

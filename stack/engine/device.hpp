@@ -26,6 +26,7 @@ struct DeviceCaps {
     uint16_t max_segs = 0;       // segments per chained frame (nb_mtu_seg_max; 0: no limit)
     uint16_t max_tso_segs = 0;   // segments per TSO request (nb_seg_max; 0: no limit)
     uint16_t mtu = 1500;
+    bool tx_syscall = false;     // each TX burst is a system call (AF_XDP's sendto() kick)
 };
 
 class Device {

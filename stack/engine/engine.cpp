@@ -50,6 +50,8 @@ EngineImpl::EngineImpl(const EngineParams& p)
       nexthop_(p.nexthop ? p.nexthop : &NullNextHop::instance()), arena_(p.arena), mac_(dev_->mac()),
       caps_(dev_->caps()), wheel_(clock_.now()) {
     kernel_only_ = p.dev == nullptr;
+    burst_flush_after_ = p_.cfg.burst_flush_after.value_or(
+        caps_.tx_syscall ? Duration::max() : Duration(std::chrono::microseconds(1)));
     if (p_.cfg.burst == 0) p_.cfg.burst = 32;
     if (p_.cfg.burst > 512) p_.cfg.burst = 512;
     if (p_.client_port_lo != 0) {
@@ -336,92 +338,6 @@ void EngineImpl::close_all() {
 }
 
 // ---- RX ------------------------------------------------------------------------------
-
-void EngineImpl::rx(Instant now, uint16_t n) {
-    // Zero-copy RX keeps received mbufs alive for as long as the application
-    // (or a send queue echoing them) holds the slices. When the RX pool runs
-    // low, copy instead, so held payloads can never starve the NIC of
-    // buffers (which would stop the ACKs that release them): one pool check
-    // per burst.
-    // rte_mempool_avail_count() walks every lcore's cache (RTE_MAX_LCORE of
-    // them): the answer is refreshed every kPoolCheckBursts bursts, which a
-    // pool of thousands of mbufs cannot drain in between.
-    bool zero_copy = false;
-    if (zbuf::contains(rx_pkts_[0])) {
-        if (pool_check_countdown_-- == 0) {
-            const rte_mempool* pool = rx_pkts_[0]->pool;
-            pool_roomy_ = rte_mempool_avail_count(pool) > pool->size / 2;
-            pool_check_countdown_ = pool_roomy_ ? kPoolCheckBursts : 0;
-        }
-        zero_copy = pool_roomy_;
-        if (!zero_copy) ++st_.rx_copy_pressure;
-    }
-    for (uint16_t i = 0; i < n; ++i) {
-        rte_mbuf* m = rx_pkts_[i];
-        if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(rx_pkts_[i + 1], void*));
-        ++st_.rx_packets;
-        st_.rx_bytes += m->pkt_len;
-        if (m->nb_segs != 1) {
-            // Chained frames only arrive from loopback-style PMDs (net_ring
-            // passing our own zero-copy TX chains through; RX scatter is not
-            // enabled on NIC ports): made linear in the head mbuf, then on
-            // as any frame.
-            m = linearize(m);
-            if (!m) continue;
-        }
-        wire::Offload off;
-        if (caps_.rx_csum) {
-            off.rx_ip_csum_ok = (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD;
-            off.rx_l4_csum_ok = (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD;
-        }
-        const auto* data = rte_pktmbuf_mtod(m, const std::byte*);
-        wire::Frame f;
-        wire::Drop d = wire::parse_frame(wire::Bytes(data, m->data_len), off, &f);
-        if (d == wire::Drop::None && f.tcp.has(wire::tcp_flags::SYN) && nexthop_->directed_broadcast(f.ip.src))
-            [[unlikely]] d = wire::Drop::IpBadSource;  // our subnet's broadcast address (RFC 1812 §5.3.7)
-        if (d != wire::Drop::None) {
-            size_t k = size_t(d) < EngineStats::kParseDrops ? size_t(d) : 0;
-            ++st_.parse_drops[k];
-            rte_pktmbuf_free(m);
-            continue;
-        }
-        // The payload becomes a zbuf slice. With a zbuf-backed RX pool the
-        // mbuf's own obj is the slice (zero-copy, Luna §6.2 step 1: the slice
-        // now owns the mbuf); otherwise the bytes are copied into an arena obj.
-        Slice payload;
-        if (zero_copy && f.payload_len != 0) {
-            payload = zbuf::dpdk::rx_slice(m);
-            if (payload) {
-                ++st_.rx_zero_copy;
-                payload.remove_prefix(f.payload_off);
-                payload.set_size(f.payload_len);
-                host_.on_segment(f.ip.src, f.ip.dst, f.ip.ecn, f.tcp, std::move(payload), now, act_);
-                if (!act_.empty()) {
-                    process(act_, now);
-                    act_.clear();
-                }
-                continue;
-            }
-        }
-        if (f.payload_len != 0) {
-            if (rx_copy_allowed(f.payload_len, f)) [[likely]] payload = arena_->alloc_slice(f.payload_len);
-            if (!payload) {
-                ++st_.rx_no_memory;
-                warn(Warn::RxNoMemory);
-                rte_pktmbuf_free(m);
-                rx_header_only(f, now);
-                continue;
-            }
-            std::memcpy(payload.data(), data + f.payload_off, f.payload_len);
-        }
-        rte_pktmbuf_free(m);
-        host_.on_segment(f.ip.src, f.ip.dst, f.ip.ecn, f.tcp, std::move(payload), now, act_);
-        if (!act_.empty()) {
-            process(act_, now);
-            act_.clear();
-        }
-    }
-}
 
 // ---- running Actions --------------------------------------------------------------------
 

@@ -196,7 +196,11 @@ private:
     Conn handle(tcp::ConnId id) { return Conn(this, id.index, id.gen); }
     ConnState& register_conn(tcp::ConnId id, Handler* h);
 
-    void rx(Instant now, uint16_t n);
+    void rx(Instant now, uint16_t n);  // rx.cpp
+    void rx_one(rte_mbuf* m, Instant now, bool zero_copy);
+    // Output the loop would send at the end of this iteration: app actions,
+    // a Host flush, frames built.
+    bool output_waiting() const { return need_flush_ || !app_act_.empty() || !txq_.empty(); }
     // A chained RX mbuf made linear in place, or nullptr (dropped, counted).
     rte_mbuf* linearize(rte_mbuf* m);
     void process(tcp::Actions& a, Instant now);
@@ -340,6 +344,8 @@ private:
     static constexpr uint32_t kPoolCheckBursts = 16;
     uint32_t pool_check_countdown_ = 0;
     bool pool_roomy_ = false;
+    // EngineConfig::burst_flush_after, or its default for the device (rx.cpp).
+    Duration burst_flush_after_ = Duration::max();
     Instant last_fd_poll_{};      // when poll_once() last polled the epoll set (fd_poll_interval)
 
     EngineStats st_;

@@ -18,6 +18,7 @@ public:
         caps_.max_segs = o.max_segs;
         caps_.max_tso_segs = o.max_tso_segs;
         caps_.mtu = port.mtu();
+        caps_.tx_syscall = port.driver() == "net_af_xdp";
         rte_ether_addr a = port.mac();
         for (int i = 0; i < 6; ++i) mac_.b[i] = a.addr_bytes[i];
     }

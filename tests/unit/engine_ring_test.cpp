@@ -15,6 +15,7 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -561,4 +562,137 @@ TEST_CASE("engine: app timers fire on the wheel, in order, and can be cancelled"
     while (order.size() < 2 && std::chrono::steady_clock::now() < deadline) en->poll_once();
     CHECK(order == std::vector<int>{1, 3});
     CHECK(en->stats().timers_fired == 2);
+}
+
+namespace {
+
+// Counts the TX bursts an engine makes, in front of a ring port.
+class CountingDevice final : public engine::Device {
+public:
+    explicit CountingDevice(engine::Device& inner) : inner_(inner) {}
+    uint64_t tx_calls = 0;
+    uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) override { return inner_.rx_burst(pkts, n); }
+    uint16_t tx_burst(rte_mbuf** pkts, uint16_t n) override {
+        ++tx_calls;
+        return inner_.tx_burst(pkts, n);
+    }
+    const engine::DeviceCaps& caps() const override { return inner_.caps(); }
+    rte_mempool* tx_pool() override { return inner_.tx_pool(); }
+    wire::MacAddr mac() const override { return inner_.mac(); }
+
+private:
+    engine::Device& inner_;
+};
+
+struct OneBurst {
+    uint64_t tx_calls = 0;       // the echo server's TX bursts while it handled one RX burst
+    uint64_t early_flushes = 0;  // of which sent before the burst's end
+    std::string echoed;          // what came back, in order
+};
+
+// Four 100-byte messages, each sent in its own client iteration, wait in the
+// server's RX ring and reach it in one burst; the server echoes each as it
+// comes (inline) or after the burst (batch).
+OneBurst four_segments_one_burst(int id, DispatchMode mode, std::optional<Duration> flush_after) {
+    Env& e = env();
+    OneBurst r;
+    RingPair rp(id);
+    REQUIRE(rp.ok);
+    engine::DeviceCaps caps;
+    caps.mtu = 1500;
+    EthdevDevice dev_a(rp.a, 0, e.pool, caps), dev_b(rp.b, 0, e.pool, caps);
+    CountingDevice counted_b(dev_b);
+    const wire::Ipv4Addr ipa = ip4(10, 9, uint8_t(id), 1), ipb = ip4(10, 9, uint8_t(id), 2);
+    StaticNextHop nh_a(ipa, 24, {{ipb, dev_b.mac()}}), nh_b(ipb, 24, {{ipa, dev_a.mac()}});
+    engine::EngineParams pa;
+    pa.ip = ipa;
+    pa.dev = &dev_a;
+    pa.nexthop = &nh_a;
+    pa.arena = e.arena.get();
+    engine::EngineParams pb = pa;
+    pb.ip = ipb;
+    pb.dev = &counted_b;
+    pb.nexthop = &nh_b;
+    pb.cfg.mode = mode;
+    pb.cfg.burst_flush_after = flush_after;
+    auto ea = engine::make_engine(pa);
+    auto eb = engine::make_engine(pb);
+
+    test::EchoServer server;
+    struct Client : Handler {
+        Conn conn;
+        std::string got;
+        void on_connected(Conn c) override { conn = c; }
+        void on_data(Conn, std::span<Slice> data) override {
+            for (const Slice& s : data) got.append(reinterpret_cast<const char*>(s.data()), s.size());
+        }
+    } client;
+    REQUIRE(eb->listen(7, server) == ListenStatus::Ok);
+    Conn c;
+    REQUIRE(ea->connect(Endpoint{Ipv4{ipb.v}, 7}, client, &c) == ConnectStatus::Ok);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((!client.conn.valid() || server.accepted == 0) && std::chrono::steady_clock::now() < deadline) {
+        ea->poll_once();
+        eb->poll_once();
+    }
+    REQUIRE(client.conn.valid());
+    REQUIRE(rte_ring_count(rp.ab) == 0);
+    std::string sent;
+    for (char k = 'a'; k < 'e'; ++k) {
+        std::string m(100, k);
+        REQUIRE(client.conn.send_copy(m) == SendStatus::Ok);
+        sent += m;
+        ea->poll_once();
+    }
+    REQUIRE(rte_ring_count(rp.ab) == 4);
+    const uint64_t calls0 = counted_b.tx_calls, early0 = eb->stats().tx_early_flushes;
+    eb->poll_once();
+    r.tx_calls = counted_b.tx_calls - calls0;
+    r.early_flushes = eb->stats().tx_early_flushes - early0;
+    while (client.got.size() < sent.size() && std::chrono::steady_clock::now() < deadline) {
+        ea->poll_once();
+        eb->poll_once();
+    }
+    r.echoed = client.got;
+    CHECK(r.echoed == sent);
+    client.conn.abort();
+    for (int i = 0; i < 100; ++i) {
+        ea->poll_once();
+        eb->poll_once();
+    }
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("engine: output made during a burst goes out before the burst's end (burst_flush_after)",
+          "[engine][ring]") {
+    REQUIRE(env().ok);
+    zbuf::CoreScope core(0);
+    SECTION("0: each echo leaves before the next segment is handled") {
+        OneBurst r = four_segments_one_burst(40, DispatchMode::Inline, Duration::zero());
+        CHECK(r.early_flushes == 3);  // after segments 1-3; the 4th's echo leaves at the end
+        CHECK(r.tx_calls == 4);
+    }
+    SECTION("max: all four echoes leave together at the burst's end") {
+        OneBurst r = four_segments_one_burst(41, DispatchMode::Inline, Duration::max());
+        CHECK(r.early_flushes == 0);
+        CHECK(r.tx_calls == 1);
+    }
+    SECTION("batch mode answers after the burst whatever the setting") {
+        OneBurst r = four_segments_one_burst(42, DispatchMode::Batch, Duration::zero());
+        CHECK(r.early_flushes == 0);
+        CHECK(r.tx_calls == 1);
+    }
+}
+
+TEST_CASE("engine: a negative burst_flush_after is refused, naming the field", "[engine]") {
+    EngineConfig c;
+    std::string err;
+    CHECK(check_engine_config(c, &err));
+    c.burst_flush_after = Duration::max();
+    CHECK(check_engine_config(c, &err));
+    c.burst_flush_after = std::chrono::nanoseconds(-1);
+    CHECK_FALSE(check_engine_config(c, &err));
+    CHECK(err.find("burst_flush_after") != std::string::npos);
 }

@@ -161,7 +161,8 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
                         "128", "--iodepth", "16", "--conns", "3", "--server-threads", "2", "--duration", "2.5",
                         "--warmup", "0", "--rate", "50000", "--json", "/tmp/x.json", "--label", "a b", "--progress",
                         "off", "--port", "7400", "--rx-ring", "2048", "--burst", "64", "--arena-mb", "128",
-                        "--verify", "full", "--cc", "cubic", "--keepalive", "1.5,0.25,4", "--user-timeout", "2.5"},
+                        "--verify", "full", "--cc", "cubic", "--keepalive", "1.5,0.25,4", "--user-timeout", "2.5",
+                        "--burst-flush-ns", "250"},
                        &o, &err));
     CHECK(err.empty());
     CHECK(o.role == Role::Client);
@@ -184,6 +185,7 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
     CHECK(o.rt.iface == "veth0");
     CHECK(o.rt.rx_ring == 2048);
     CHECK(o.rt.engine.burst == 64);
+    CHECK(o.rt.engine.burst_flush_after == std::chrono::nanoseconds(250));
     CHECK(o.rt.arena_bytes == (size_t(128) << 20));
     CHECK(o.verify_full);
     CHECK(o.rt.engine.conn.cc == crescent::CongestionControl::Cubic);
@@ -214,6 +216,7 @@ TEST_CASE("knb options: defaults", "[knb]") {
     CHECK(o.progress == -1);
     CHECK(o.rt.engine.conn.cc == crescent::CongestionControl::NewReno);
     CHECK_FALSE(o.rt.engine.conn.keepalive);
+    CHECK_FALSE(o.rt.engine.burst_flush_after);  // the device's default
     REQUIRE(parse_args({"server", "--stack", "crescent", "--eal", "--vdev=net_memif0", "--ip", "10.0.0.1/24"}, &o, &err));
     CHECK(o.role == Role::Server);
     CHECK(o.mode == Mode::Inline);
@@ -266,6 +269,9 @@ TEST_CASE("knb options: bad input is one line naming the problem", "[knb]") {
               std::string("--keepalive: '") + ka +
                   "' is not IDLE,INTERVAL,COUNT (seconds, seconds, probes: 0.01..86400, 0.01..86400, 1..100)");
     CHECK(error_of({"server", "--stack", "kernel", "--cc", "cubic"}).rfind("--iface/--eal", 0) == 0);
+    for (const char* f : {"x", "-1", "1000000001", "12us", ""})
+        CHECK(error_of({"server", "--stack", "crescent", "--iface", "v", "--burst-flush-ns", f}) ==
+              std::string("--burst-flush-ns: '") + f + "' is not a number of ns in 0..1000000000 or 'off'");
 }
 
 TEST_CASE("knb options: CPU lists", "[knb]") {
@@ -290,7 +296,9 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
          "--server", "10.88.0.1", "--mode", "copy", "--msg-size", "100", "--resp-size", "7", "--iodepth", "3",
          "--rate", "1234.5", "--duration", "0.25", "--warmup", "0.125", "--threads", "2", "--cpus", "1,0",
          "--verify", "full", "--pcap", "/tmp/k.pcap", "--pcap-snaplen", "128", "--pcap-max-bytes", "100000",
-         "--metrics-port", "9464", "--metrics-bind", "0.0.0.0", "--cc", "dctcp", "--keepalive", "2,0.5,5"},
+         "--metrics-port", "9464", "--metrics-bind", "0.0.0.0", "--cc", "dctcp", "--keepalive", "2,0.5,5",
+         "--burst-flush-ns", "off"},
+        {"server", "--stack", "crescent", "--iface", "v", "--burst-flush-ns", "0"},
         {"server", "--stack", "kernel", "--kernel-wait", "block", "--threads", "3", "--proto", "echo", "--port", "9"},
     };
     for (const auto& args : cases) {
@@ -326,6 +334,7 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
         CHECK(b.rt.engine.conn.keepalive_idle == a.rt.engine.conn.keepalive_idle);
         CHECK(b.rt.engine.conn.keepalive_interval == a.rt.engine.conn.keepalive_interval);
         CHECK(b.rt.engine.conn.keepalive_count == a.rt.engine.conn.keepalive_count);
+        CHECK(b.rt.engine.burst_flush_after == a.rt.engine.burst_flush_after);
     }
 }
 
