@@ -198,9 +198,9 @@ protected:
         sh->fail(std::move(why), e->now());
     }
 
-    // A verified response to request `n`, sent at (or due at) `intended`.
-    void completed_one(Instant intended, void* where) {
-        const Instant now = e->now();
+    // A verified response to request `n`, sent at (or due at) `intended`,
+    // that arrived at `now`.
+    void completed_one(Instant intended, void* where, Instant now) {
         ++completed;
         ++verified;
         if (now >= warm_end && now < end) {
@@ -457,7 +457,7 @@ class RpcLoader final : public Loader {
             }
             off += s.size();
         }
-        completed_one(intended, nullptr);
+        completed_one(intended, nullptr, r.at);  // the channel's clock read
     }
 
     void ask_stats(bool final) override {
@@ -524,7 +524,7 @@ class EchoLoader final : public Loader {
                     if (off == size) {
                         off = 0;
                         inflight.pop_front();
-                        l->completed_one(intended, this);
+                        l->completed_one(intended, this, l->e->now());
                     }
                 }
             }

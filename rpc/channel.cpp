@@ -438,6 +438,7 @@ struct Channel::Impl final : StreamHandler {
             r.data = data;
             r.error = why;
             r.latency = lat;
+            r.at = now;
             done(r);
         }
     }

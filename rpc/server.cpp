@@ -31,6 +31,7 @@ struct Server::Session final : MessageSink {
     Decoder dec;
     Encoder enc;
     std::vector<Slice> out;   // scratch: one encoded message
+    std::vector<std::byte> meta_spare;  // a request's meta copy, kept for the next (on_message)
     Endpoint remote;          // the client (read once: Conn::remote() is a table lookup)
     uint32_t pending = 0;     // calls handed to handlers, not answered yet
     bool refused = false;     // closed at set-up by the ACL
@@ -121,7 +122,9 @@ void Server::Session::on_message(Message& m) {
         if (!one_way) send_error(h.call_id, h.method, Status::UnknownMethod, fmt::format("no method {}", h.method));
         return;
     }
-    Instant now = v.e_.now();
+    // The request arrived when the engine last polled (no clock read per call):
+    // the method's latency includes its wait behind the burst's earlier calls.
+    Instant now = v.e_.loop_time();
     // Policies: one predictable branch each when absent.
     if (v.policies_.acl || v.policies_.rate) [[unlikely]] {
         switch (v.policies_.admit_call(remote.ip, h.method, now)) {
@@ -142,21 +145,23 @@ void Server::Session::on_message(Message& m) {
     }
     if (one_way) ++v.st_.one_way;
     else ++v.st_.requests;
-    Call c;
-    c.server_ = &v;
-    c.stream_ = StreamRef(stream);
-    c.method_ = h.method;
-    c.method_slot_ = slot;
-    c.id_ = h.call_id;
-    c.one_way_ = one_way;
-    c.transport_ = stream.transport();
-    c.peer_ = remote;
-    c.received_ = now;
-    c.data_len_ = h.data_len;
-    c.meta_.assign(m.meta.begin(), m.meta.end());
-    c.data_.swap(m.data);  // the decoder's vector comes back empty (it reserves again)
+    Call c(&v, stream, h.method, slot, h.call_id, one_way, remote, now, h.data_len);
+    if (!m.meta.empty()) {
+        c.meta_.swap(meta_spare);  // room from an earlier call
+        c.meta_.assign(m.meta.begin(), m.meta.end());
+    }
+    c.data_.swap(m.data);
     ++pending;
     md.handler(c);
+    if (!c.pending()) {
+        // Answered in the handler (the usual case; or moved out, leaving the
+        // vectors empty): they go back with their room, the data vector to
+        // the decoder, so that a steady stream of calls allocates nothing.
+        c.data_.clear();  // what the reply did not take, released as ~Call would
+        m.data.swap(c.data_);
+        c.meta_.clear();
+        meta_spare.swap(c.meta_);
+    }
     // A Call the handler did not move out is answered (or failed) here by its destructor.
 }
 

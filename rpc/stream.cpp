@@ -1,8 +1,9 @@
 // crescent — what both Stream transports share: names, the live-stream table
 // behind StreamRef, send_copy(), and the listen()/connect() entry points.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <unordered_map>
 
 #include <crescent/rpc/stream.hpp>
 
@@ -26,9 +27,20 @@ bool parse_transport(std::string_view s, Transport* out) {
 }
 
 namespace detail {
+// A slot per live stream, found by index: an id is a per-thread serial number
+// (40 bits) above its slot (24 bits), and a lookup checks that the slot still
+// holds that id, so a StreamRef to a stream that is gone misses even when the
+// slot has been reused. No hashing: StreamRef::get() runs for every RPC reply.
+constexpr unsigned kSlotBits = 24;
+constexpr uint64_t kSlotMask = (uint64_t(1) << kSlotBits) - 1;
 struct Table {
-    uint64_t next = 1;
-    std::unordered_map<uint64_t, Stream*> live;
+    struct Entry {
+        uint64_t id = 0;  // 0: free
+        Stream* s = nullptr;
+    };
+    uint64_t serial = 1;
+    std::vector<Entry> slots;
+    std::vector<uint32_t> free;
 };
 static Table& table() {
     thread_local Table t;
@@ -37,15 +49,34 @@ static Table& table() {
 
 uint64_t register_stream(Stream* s) {
     Table& t = table();
-    uint64_t id = t.next++;
-    t.live.emplace(id, s);
+    uint32_t slot;
+    if (!t.free.empty()) {
+        slot = t.free.back();
+        t.free.pop_back();
+    } else {
+        if (t.slots.size() > kSlotMask) {
+            std::fprintf(stderr, "crescent rpc: more than %llu streams live on one thread\n",
+                         static_cast<unsigned long long>(kSlotMask + 1));
+            std::abort();
+        }
+        slot = uint32_t(t.slots.size());
+        t.slots.emplace_back();
+    }
+    const uint64_t id = t.serial++ << kSlotBits | slot;
+    t.slots[slot] = {id, s};
     return id;
 }
-void unregister_stream(uint64_t id) { table().live.erase(id); }
-Stream* find_stream(uint64_t id) {
+void unregister_stream(uint64_t id) {
     Table& t = table();
-    auto it = t.live.find(id);
-    return it == t.live.end() ? nullptr : it->second;
+    const size_t slot = size_t(id & kSlotMask);
+    if (slot >= t.slots.size() || t.slots[slot].id != id) return;
+    t.slots[slot] = {};
+    t.free.push_back(uint32_t(slot));
+}
+Stream* find_stream(uint64_t id) {
+    const Table& t = table();
+    const size_t slot = size_t(id & kSlotMask);
+    return slot < t.slots.size() && t.slots[slot].id == id ? t.slots[slot].s : nullptr;
 }
 } // namespace detail
 
@@ -70,19 +101,21 @@ bool Stream::send_copy(std::span<const std::byte> bytes) {
     return send(std::span<Slice>(iov));
 }
 
-StreamRef::StreamRef(Stream& s) : engine_(&s.engine()), id_(s.id()) {}
-
 Stream* StreamRef::get() const { return id_ ? detail::find_stream(id_) : nullptr; }
 
 size_t live_streams(Engine& e) {
     size_t n = 0;
-    for (const auto& [id, s] : detail::table().live) n += &s->engine() == &e;
+    for (const auto& [id, s] : detail::table().slots) n += s && &s->engine() == &e;
     return n;
 }
 
 void for_each_stream(Engine& e, const std::function<void(Stream&)>& fn) {
-    for (const auto& [id, s] : detail::table().live)
-        if (&s->engine() == &e) fn(*s);
+    // By id, not by slot: fn may close streams (their slots are then reused).
+    std::vector<uint64_t> ids;
+    for (const auto& [id, s] : detail::table().slots)
+        if (s && &s->engine() == &e) ids.push_back(id);
+    for (uint64_t id : ids)
+        if (Stream* s = detail::find_stream(id)) fn(*s);
 }
 
 std::unique_ptr<Acceptor> listen(Engine& e, Transport t, uint16_t port, StreamHandler& h, const StreamOptions& o,

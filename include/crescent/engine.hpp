@@ -557,6 +557,10 @@ public:
     bool stopping() const;
 
     Instant now() const;            // the engine's clock (TSC-derived)
+    // When the engine last polled for input: the start of this loop iteration,
+    // or the return of the epoll wait whose events are being handled. What
+    // "received" means for anything handed over now, and free (no clock read).
+    Instant loop_time() const;
     unsigned core() const;          // zbuf core id of this engine
     unsigned index() const;         // engine index in its runtime (0..n-1)
     DispatchMode dispatch_mode() const;  // EngineConfig::mode

@@ -208,6 +208,7 @@ void EngineImpl::poll_fds(Duration timeout) {
     int n = epoll_pwait2(epfd_, evs, max, &ts, nullptr);
     ++st_.epoll_waits;
     if (n <= 0) return;
+    loop_now_ = clock_.now();  // the wait may have slept
     st_.epoll_events += uint64_t(n);
     for (int i = 0; i < n; ++i) {
         auto it = fds_.find(evs[i].data.fd);
@@ -222,6 +223,7 @@ void EngineImpl::poll_fds(Duration timeout) {
 size_t EngineImpl::poll_once() {
     size_t work = 0;
     Instant now = clock_.now();
+    loop_now_ = now;
     uint16_t n = dev_->rx_burst(rx_pkts_.data(), p_.cfg.burst);
     if (n) {
         if (p_.pcap) p_.pcap->write_mbufs(rx_pkts_.data(), n, now);  // as received
@@ -686,6 +688,7 @@ size_t Engine::poll_once() { return impl_->poll_once(); }
 void Engine::stop() { impl_->stop(); }
 bool Engine::stopping() const { return impl_->stopping(); }
 Instant Engine::now() const { return impl_->now(); }
+Instant Engine::loop_time() const { return impl_->loop_time(); }
 unsigned Engine::core() const { return impl_->core(); }
 unsigned Engine::index() const { return impl_->index(); }
 DispatchMode Engine::dispatch_mode() const { return impl_->dispatch_mode(); }

@@ -111,6 +111,7 @@ public:
     }
     bool stopping() const { return stop_.load(std::memory_order_relaxed); }
     Instant now() const { return clock_.now(); }
+    Instant loop_time() const { return loop_now_; }
     unsigned core() const { return p_.core; }
     unsigned index() const { return p_.index; }
     DispatchMode dispatch_mode() const { return p_.cfg.mode; }
@@ -346,6 +347,7 @@ private:
     bool pool_roomy_ = false;
     // EngineConfig::burst_flush_after, or its default for the device (rx.cpp).
     Duration burst_flush_after_ = Duration::max();
+    Instant loop_now_{};          // Engine::loop_time(): set where the loop polls for input
     Instant last_fd_poll_{};      // when poll_once() last polled the epoll set (fd_poll_interval)
 
     EngineStats st_;

@@ -76,6 +76,7 @@ void EngineImpl::run_kernel() {
     while (!stopping()) {
         size_t work = 0;
         Instant now = clock_.now();
+        loop_now_ = now;
         if (wheel_.pending()) {
             size_t ran = wheel_.advance(now);
             st_.timers_fired += ran;

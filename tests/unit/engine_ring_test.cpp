@@ -553,6 +553,7 @@ TEST_CASE("engine: app timers fire on the wheel, in order, and can be cancelled"
     p.arena = e.arena.get();
     auto en = engine::make_engine(p);
     std::vector<int> order;
+    const Instant t0 = en->now();
     en->add_timer(std::chrono::milliseconds(3), [&] { order.push_back(3); });
     en->add_timer(std::chrono::milliseconds(1), [&] { order.push_back(1); });
     TimerId t2 = en->add_timer(std::chrono::milliseconds(2), [&] { order.push_back(2); });
@@ -562,6 +563,9 @@ TEST_CASE("engine: app timers fire on the wheel, in order, and can be cancelled"
     while (order.size() < 2 && std::chrono::steady_clock::now() < deadline) en->poll_once();
     CHECK(order == std::vector<int>{1, 3});
     CHECK(en->stats().timers_fired == 2);
+    // loop_time(): the last poll's start, at least 3 ms (the last timer) after t0, not ahead of now.
+    CHECK(en->loop_time() - t0 >= std::chrono::milliseconds(3));
+    CHECK(en->loop_time() <= en->now());
 }
 
 namespace {

@@ -178,6 +178,23 @@ TEST_CASE("stream: refused connections name their cause; StreamRef outlives the 
         if (t == rpc::Transport::Crescent) CHECK(snd.why == "refused");
         else CHECK(snd.why == "Connection refused");
     }
+    {
+        // The slot of a stream that is gone is reused by the next one; a
+        // StreamRef to the old stream must not find the new one.
+        Sender s1, s2;
+        rpc::Stream* a = rpc::connect(bed.a(), rpc::Transport::Crescent, Endpoint{bed.ip_b, 9}, s1, so, &err);
+        REQUIRE(a);
+        const uint64_t old_id = a->id();
+        rpc::StreamRef old_ref(*a);
+        REQUIRE(bed.run_until([&] { return s1.closed; }, 10s));
+        rpc::Stream* b = rpc::connect(bed.a(), rpc::Transport::Crescent, Endpoint{bed.ip_b, 9}, s2, so, &err);
+        REQUIRE(b);
+        CHECK((b->id() & 0xffffff) == (old_id & 0xffffff));  // the same slot (the case under test)
+        CHECK(b->id() != old_id);
+        CHECK(old_ref.get() == nullptr);
+        CHECK(rpc::StreamRef(*b).get() == b);
+        REQUIRE(bed.run_until([&] { return s2.closed; }, 10s));
+    }
     // Bad arguments are refused at once with a message.
     Sender snd;
     CHECK(rpc::connect(bed.a(), rpc::Transport::Crescent, Endpoint{Ipv4{0x0b000001}, 7}, snd, so, &err) == nullptr);

@@ -60,6 +60,7 @@ struct Reply {
     std::span<Slice> data;             // zero-copy response data
     std::string_view error;            // why, when status != Ok (server's reason or the local cause)
     Duration latency{0};               // from call() to now
+    Instant at;                        // now: when the channel took the outcome (saves a clock read)
 };
 // Run exactly once per accepted call, on the engine thread from the engine
 // loop (never inside call()), with the outcome; the Reply dies when it returns.

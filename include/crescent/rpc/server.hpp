@@ -95,6 +95,12 @@ public:
 
 private:
     friend class Server;
+    // A request as Server::Session::on_message() hands it to the handler
+    // (fields set once, not zeroed first: this runs for every call).
+    Call(Server* s, Stream& st, uint32_t method, uint32_t slot, uint64_t id, bool one_way, Endpoint peer,
+         Instant received, size_t data_len)
+        : server_(s), stream_(st), method_(method), method_slot_(slot), id_(id), one_way_(one_way),
+          transport_(st.transport()), peer_(peer), received_(received), data_len_(data_len) {}
     Server* server_ = nullptr;
     StreamRef stream_;
     uint32_t method_ = 0;

@@ -146,7 +146,8 @@ public:
     Engine& engine() const { return *engine_; }
     // This stream's counters, live (updated by the engine thread).
     const StreamStats& stats() const { return stats_; }
-    // A number unique among this engine's streams for the process lifetime.
+    // A number unique among this thread's streams for the process lifetime
+    // (2^40 of them).
     uint64_t id() const { return id_; }
 
     // An opaque pointer for the application (e.g. its per-connection state);
@@ -180,7 +181,7 @@ class StreamRef {
 public:
     StreamRef() = default;
     // Refers to `s` (records its engine and id, keeps nothing alive).
-    explicit StreamRef(Stream& s);
+    explicit StreamRef(Stream& s) : engine_(&s.engine()), id_(s.id()) {}
     Stream* get() const;          // nullptr once the stream is gone
     // The stream still exists (get() is not nullptr); false for a default one.
     bool valid() const { return get() != nullptr; }
