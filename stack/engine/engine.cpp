@@ -524,7 +524,7 @@ void EngineImpl::pump(Instant now) {
             run_batch_callbacks(now);
             did = true;
         }
-        if (need_flush_) {
+        if (need_flush_ || host_.has_dirty()) {  // the app's output, or ACKs held to the flush
             need_flush_ = false;
             host_.flush(now, act_);
             process(act_, now);

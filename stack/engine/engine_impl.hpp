@@ -199,9 +199,10 @@ private:
 
     void rx(Instant now, uint16_t n);  // rx.cpp
     void rx_one(rte_mbuf* m, Instant now, bool zero_copy);
-    // Output the loop would send at the end of this iteration: app actions,
-    // a Host flush, frames built.
-    bool output_waiting() const { return need_flush_ || !app_act_.empty() || !txq_.empty(); }
+    // The application made output (sends, closes) that the loop would send at
+    // the end of this iteration. Not ACKs alone: sent early, one that a reply
+    // later in the burst would have carried becomes a frame of its own.
+    bool app_output_waiting() const { return need_flush_ || !app_act_.empty(); }
     // A chained RX mbuf made linear in place, or nullptr (dropped, counted).
     rte_mbuf* linearize(rte_mbuf* m);
     void process(tcp::Actions& a, Instant now);

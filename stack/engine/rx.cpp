@@ -45,7 +45,7 @@ void EngineImpl::rx(Instant now, uint16_t n) {
     for (uint16_t i = 0; i < n; ++i) {
         if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(rx_pkts_[i + 1], void*));
         rx_one(rx_pkts_[i], now, zero_copy);
-        if (early_flush && i + 1 < n && output_waiting()) {
+        if (early_flush && i + 1 < n && app_output_waiting()) {
             const Instant t = clock_.now();
             if (t - since >= burst_flush_after_) {
                 pump(now);

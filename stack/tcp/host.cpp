@@ -270,6 +270,9 @@ struct Host::Impl {
             s.tcb.reset();
             s.dirty = false;
             ++stats.time_wait;
+        } else if (s.tcb->ack_owed_at_flush() && !s.dirty) {
+            s.dirty = true;  // its held ACK goes at the next flush() (Config::ack_hold_segments)
+            dirty.push_back(i);
         }
         arm(i);
     }
@@ -621,6 +624,8 @@ void Host::flush(Instant now, Actions& out) {
     }
     m.dirty.clear();
 }
+
+bool Host::has_dirty() const { return !impl_->dirty.empty(); }
 
 bool Host::in_time_wait(ConnId c) const {
     if (c.index >= impl_->slots.size()) return false;

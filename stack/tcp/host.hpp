@@ -97,8 +97,11 @@ public:
     // are no-ops.
     void close(ConnId c);
     void abort(ConnId c, Instant now, Actions& out);
-    // Emit output of every connection touched by send/consume/close since the last flush.
+    // Emit output of every connection touched by send/consume/close since the
+    // last flush, and the ACKs held to the next flush (Config::ack_hold_segments).
     void flush(Instant now, Actions& out);
+    // Some connection waits for flush().
+    bool has_dirty() const;
 
     // --- inspection ---
     // A connection in TIME-WAIT has no Tcb any more (time_wait.hpp): find()

@@ -968,8 +968,9 @@ void Tcb::receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant no
 void Tcb::ack_received_data(bool /*in_order_full*/, bool force_now, Instant now, Actions& /*out*/) {
     ++delack_segs_;
     if (force_now || delack_segs_ >= cfg_.delayed_ack_segments) {
-        if (!force_now && cfg_.ack_hold.count() > 0 && delack_segs_ < cfg_.ack_hold_segments) {
+        if (!force_now && cfg_.ack_hold.count() > 0) {
             if (delack_at_ > now + cfg_.ack_hold) delack_at_ = now + cfg_.ack_hold;  // Config::ack_hold
+            if (delack_segs_ >= cfg_.ack_hold_segments) ack_at_flush_ = true;         // ... or the next flush()
         } else {
             ack_now_ = true;
         }
@@ -1022,6 +1023,7 @@ void Tcb::to_closed(CloseReason why, Actions& out) {
     state_ = State::Closed;
     rto_at_ = persist_at_ = delack_at_ = keepalive_at_ = state_at_ = Instant::never();
     ack_now_ = false;
+    ack_at_flush_ = false;
     window_update_due_ = false;
     for (uint32_t i = 0; i < sq_count_; ++i) sq_at(i).reset();
     sq_count_ = 0;
@@ -1126,6 +1128,7 @@ void Tcb::fill_ack_fields(TcpRepr& r, Instant now) {
     delack_segs_ = 0;
     delack_at_ = Instant::never();
     ack_now_ = false;
+    ack_at_flush_ = false;
     window_update_due_ = false;
 }
 
@@ -1559,6 +1562,10 @@ void Tcb::flush(Instant now, Actions& out) {
     // close() in FIN-WAIT-2 (no `now` there): start the orphan timeout here.
     if (app_closed_ && state_ == State::FinWait2 && state_at_.is_never() && cfg_.fin_wait2_timeout.count() > 0)
         state_at_ = now + cfg_.fin_wait2_timeout;
+    if (ack_at_flush_) {
+        ack_at_flush_ = false;
+        ack_now_ = true;
+    }
     output(now, out);
     update_deadline();
 }
@@ -1628,7 +1635,7 @@ void Tcb::abort(Instant now, Actions& out) {
 }
 
 bool Tcb::has_pending_output() const {
-    if (ack_now_ || window_update_due_) return true;
+    if (ack_now_ || ack_at_flush_ || window_update_due_) return true;
     if (!can_send_data()) return false;
     return data_end() - snd_.nxt > 0 || (fin_queued_ && !fin_sent_);
 }

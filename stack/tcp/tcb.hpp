@@ -97,8 +97,12 @@ struct Config {
     // for up to `ack_hold`, or until `ack_hold_segments` segments are
     // unacknowledged: a segment we send meanwhile (an RPC's reply) carries it,
     // and a train of segments arriving back to back gets one ACK, as Linux's
-    // GRO gives. ACKs that must go at once (duplicates, out of order, FIN,
-    // window updates) are not held. 0 = off (RFC 5681 §4.2 as written).
+    // GRO gives. At `ack_hold_segments` the ACK goes at the next flush() —
+    // the end of the RX burst in the engine, the same moment it would have
+    // left the device — so that a reply to the burst still carries it and a
+    // longer train still gets one ACK. ACKs that must go at once (duplicates,
+    // out of order, FIN, window updates) are not held. 0 = off (RFC 5681 §4.2
+    // as written).
     Duration ack_hold{0};
     uint32_t ack_hold_segments = 8;
 
@@ -398,6 +402,7 @@ public:
     CcAlgo cc_algo() const { return cc_.algo(); }
     uint32_t send_space() const { return cfg_.snd_buf - snd_queued_; }
     bool has_pending_output() const;  // a flush() would emit something
+    bool ack_owed_at_flush() const { return ack_at_flush_; }  // Host: flush() this one soon
 
 private:
     friend class TcbTestAccess;
@@ -541,6 +546,8 @@ private:
     Reassembly reasm_;
     uint32_t delack_segs_ = 0;   // full segments received since the last ACK
     bool ack_now_ = false;       // an ACK must go out at the end of this call
+    bool ack_at_flush_ = false;  // the held ACK reached ack_hold_segments: it goes at the
+                                 // next flush() (what this call's caller sends meanwhile carries it)
     bool fin_received_ = false;
     bool window_update_due_ = false; // consume() opened the window enough to tell the peer
     SeqNum last_ack_sent_;           // RFC 7323 §4.3 Last.ACK.sent

@@ -625,3 +625,43 @@ TEST_CASE("TIME-WAIT as a compact record: re-ACKs a retransmitted FIN and restar
     CHECK(p.a.connection_count() == 0);
     CHECK(timers.segments.empty());
 }
+
+TEST_CASE("Host: a train's held ACK goes at the next flush(), one ACK for the train", "[tcp][host][delack]") {
+    HostConfig cb = host_cfg(kB);
+    cb.tcp.ack_hold = 10us;
+    cb.tcp.ack_hold_segments = 4;
+    Pair p(host_cfg(kA), cb);
+    REQUIRE(p.b.listen(9000, 16) == ListenResult::Ok);
+    ConnId ca;
+    REQUIRE(p.a.connect(kB, 9000, 40000, p.now, p.oa, &ca) == ConnectResult::Ok);
+    p.run(p.now + 10ms);
+    auto cb_id = p.b.accept(9000);
+    REQUIRE(cb_id);
+    const uint32_t mss = p.a.find(ca)->stats().snd_mss;
+    REQUIRE(mss > 0);
+    // Ten full segments from a, all on the wire before b sees any (one RX burst).
+    Slice s = p.arena->alloc_slice(10 * mss);
+    REQUIRE(s);
+    std::memset(s.data(), 'x', s.size());
+    REQUIRE(p.a.send(ca, s) == SendResult::Ok);
+    p.a.flush(p.now, p.oa);
+    p.collect(p.oa, p.to_b, p.got_a, p.a, p.ev_a);
+    REQUIRE(p.to_b.size() == 10);
+    CHECK_FALSE(p.b.has_dirty());
+    while (!p.to_b.empty()) {
+        Wire w = std::move(p.to_b.front());
+        p.to_b.pop_front();
+        p.b.on_segment(w.src, w.dst, w.ecn, w.repr, std::move(w.payload), p.now, p.ob);
+    }
+    // Past ack_hold_segments, yet nothing was sent while the burst was handled...
+    CHECK(p.ob.segments.empty());
+    CHECK(p.b.has_dirty());
+    p.ob.readable.clear();  // the application has not read yet
+    // ...and the flush at the burst's end sends one ACK for all ten.
+    p.b.flush(p.now, p.ob);
+    REQUIRE(p.ob.segments.size() == 1);
+    CHECK(p.ob.segments[0].payload_len() == 0);
+    CHECK(p.ob.segments[0].repr.ack.raw() == p.a.find(ca)->stats().snd_nxt);
+    CHECK_FALSE(p.b.has_dirty());
+    p.ob.clear();
+}

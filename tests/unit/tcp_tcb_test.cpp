@@ -621,16 +621,37 @@ TEST_CASE("ack_hold: the count-triggered ACK is held, and a reply sent meanwhile
     t.expect_sent({{ACK | PSH, 0, 10, "reply"}});
     t.advance(1ms);
     t.expect_nothing();
-    // ack_hold_segments unacknowledged: the ACK goes at once.
+    // ack_hold_segments unacknowledged: the ACK goes at the next flush (the
+    // end of the engine's RX burst), not later, and not while the call runs.
     t.recv(t.seg(ACK, 10, 0), "f");
     t.recv(t.seg(ACK, 11, 0), "g");
     t.recv(t.seg(ACK, 12, 0), "h");
     t.expect_nothing();
     t.recv(t.seg(ACK, 13, 0), "i");
-    t.expect_sent({{ACK, 5, 14}});
+    t.expect_nothing();
+    CHECK(t.tcb->has_pending_output());
+    CHECK(t.tcb->ack_owed_at_flush());
+    t.recv(t.seg(ACK, 14, 0), "j");  // more of the train: still one ACK
+    t.expect_nothing();
+    t.flush();
+    t.expect_sent({{ACK, 5, 15}});
+    CHECK_FALSE(t.tcb->ack_owed_at_flush());
+    t.flush();
+    t.expect_nothing();
+    // A reply made before that flush carries the ACK: no pure ACK at all.
+    for (uint32_t k = 0; k < 4; ++k) t.recv(t.seg(ACK, 15 + k, 0), "k");
+    t.expect_nothing();
+    REQUIRE(t.send("r2") == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK | PSH, 5, 19, "r2"}});
+    // Without a flush the hold's timer still sends it.
+    for (uint32_t k = 0; k < 4; ++k) t.recv(t.seg(ACK, 19 + k, 0), "m");
+    t.expect_nothing();
+    t.advance(10us);
+    t.expect_sent({{ACK, 7, 23}});
     // Out-of-order data is still acknowledged at once.
-    t.recv(t.seg(ACK, 20, 0), "zz");
-    t.expect_sent({{ACK, 5, 14}});
+    t.recv(t.seg(ACK, 30, 0), "zz");
+    t.expect_sent({{ACK, 7, 23}});
 }
 
 TEST_CASE("RFC 9293 §3.10.7.4 first: unacceptable segment gets an ACK and is dropped", "[tcp][data]") {
