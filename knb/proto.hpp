@@ -22,12 +22,17 @@
 // both in every response (echoed), or pattern() at both ends (pre-filled).
 #pragma once
 
+#include <bit>
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 namespace knb {
+
+static_assert(std::endian::native == std::endian::little, "stamp_ends() stores little-endian words");
 
 inline constexpr uint32_t kVersion = 1;
 inline constexpr uint32_t kMethodEcho = 1;
@@ -36,6 +41,26 @@ inline constexpr uint32_t kMethodStats = 3;
 
 // The pre-filled response buffer's byte at `off`.
 inline uint8_t pattern(uint64_t off) { return uint8_t(off * 7 + 3); }
+
+// The ends of request `n` (a message of 16 bytes or more): byte p of [0, 8)
+// is byte p of n; the byte `back` places before the end is byte `back` of
+// n ^ 0x5a5a5a5a5a5a5a5a. Two 8-byte stores / compares per message, for the
+// client's per-call path (the byte-wise rule is client.cpp's expected()).
+inline uint64_t tail_word(uint64_t n) {
+    const uint64_t t = n ^ 0x5a5a5a5a5a5a5a5aull;
+    return __builtin_bswap64(t);  // memory order: byte 7 of t first, byte 0 last
+}
+inline void stamp_ends(std::byte* head, std::byte* tail, uint64_t n) {
+    const uint64_t h = n, t = tail_word(n);  // little-endian host (x86-64)
+    std::memcpy(head, &h, 8);
+    std::memcpy(tail, &t, 8);
+}
+inline bool ends_match(const std::byte* head, const std::byte* tail, uint64_t n) {
+    uint64_t h, t;
+    std::memcpy(&h, head, 8);
+    std::memcpy(&t, tail, 8);
+    return h == n && t == tail_word(n);
+}
 
 // "k1=v1;k2=v2" lookups for the info/stats metadata.
 inline std::string_view kv_get(std::string_view s, std::string_view key) {

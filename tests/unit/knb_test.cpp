@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "knb/options.hpp"
+#include "knb/proto.hpp"
 #include "knb/report.hpp"
 
 using namespace knb;
@@ -272,6 +273,27 @@ TEST_CASE("knb options: bad input is one line naming the problem", "[knb]") {
     for (const char* f : {"x", "-1", "1000000001", "12us", ""})
         CHECK(error_of({"server", "--stack", "crescent", "--iface", "v", "--burst-flush-ns", f}) ==
               std::string("--burst-flush-ns: '") + f + "' is not a number of ns in 0..1000000000 or 'off'");
+}
+
+TEST_CASE("knb proto: a request's ends, stamped and checked a word at a time", "[knb]") {
+    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(0x0102030405060708), ~uint64_t(0), uint64_t(123456789)}) {
+        for (size_t size : {16, 17, 23, 40, 64}) {
+            std::vector<std::byte> m(size, std::byte(0xee));
+            knb::stamp_ends(m.data(), m.data() + size - 8, n);
+            // The rule in proto.hpp, byte by byte.
+            for (size_t p = 0; p < 8; ++p) CHECK(std::to_integer<uint8_t>(m[p]) == uint8_t(n >> (8 * p)));
+            for (size_t back = 0; back < 8; ++back)
+                CHECK(std::to_integer<uint8_t>(m[size - 1 - back]) == uint8_t(uint8_t(n >> (8 * back)) ^ 0x5a));
+            for (size_t p = 8; p + 8 < size; ++p) CHECK(std::to_integer<uint8_t>(m[p]) == 0xee);  // between: untouched
+            CHECK(knb::ends_match(m.data(), m.data() + size - 8, n));
+            CHECK_FALSE(knb::ends_match(m.data(), m.data() + size - 8, n + 1));
+            for (size_t p : {size_t(0), size_t(7), size - 8, size - 1}) {
+                m[p] ^= std::byte(1);
+                CHECK_FALSE(knb::ends_match(m.data(), m.data() + size - 8, n));
+                m[p] ^= std::byte(1);
+            }
+        }
+    }
 }
 
 TEST_CASE("knb options: CPU lists", "[knb]") {
