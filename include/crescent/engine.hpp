@@ -463,13 +463,14 @@ struct EngineConfig {
     // `fd_poll_interval` while busy: an epoll_wait per loop iteration costs a
     // system call per packet burst. 0 = every iteration.
     Duration fd_poll_interval = std::chrono::microseconds(50);
-    // Inline mode: output made while an RX burst is processed (replies,
-    // ACKs) waits for the end of the burst at most this long; once it has
-    // and frames of the burst remain, it is sent first, so that the peer
-    // works on the first replies while this engine handles the rest (a
-    // pipelined client's 16 requests arrive as two segments in one burst).
-    // 0 = after every frame that left output; Duration::max() = only at the
-    // end of the burst. Unset: 1 us, or only at the end of the burst on
+    // Inline mode: what the handlers send while an RX burst is processed
+    // (replies) waits for the end of the burst at most this long; once it has
+    // and frames of the burst remain, it is sent first (with any ACKs due),
+    // so that the peer works on the first replies while this engine handles
+    // the rest (a pipelined client's 16 requests arrive as two segments in one
+    // burst). ACKs alone wait for the burst's end, where a later reply may
+    // carry them. 0 = after every frame that left output; Duration::max() =
+    // only at the end of the burst. Unset: 1 us, or only at the end of the burst on
     // AF_XDP, where each TX burst is a system call (and on veth the call
     // also delivers the frames: the sender pays for them either way).
     // Costs a clock read per frame while output waits.

@@ -7,10 +7,11 @@
 // lot of work, though: two segments of 8 RPCs each from one pipelined
 // client arrive together, and if the 16 replies wait for each other the
 // peer idles while we work and we idle while it works — the two sides take
-// turns instead of overlapping. So once output has waited
+// turns instead of overlapping. So once the handlers' output has waited
 // EngineConfig::burst_flush_after and frames of the burst remain, it is sent
 // first (memif 64 B iodepth 16: +17 %, as much as an RX burst of 1 gains,
-// without giving up the burst). Not on AF_XDP by default: there each TX
+// without giving up the burst). ACKs alone wait for the burst's end, where
+// a later reply may carry them. Not on AF_XDP by default: there each TX
 // burst is a sendto() whose kernel work the sender pays whenever it comes,
 // so more of them only cost (veth 4 KiB iodepth 16: -12 %).
 #include "stack/engine/engine_impl.hpp"
