@@ -240,6 +240,13 @@ struct Host::Impl {
     }
 
     // Slot i's timer follows its connection's next deadline.
+    // Slot i has output for the next flush().
+    void mark_dirty(uint32_t i) {
+        if (slots[i].dirty) return;
+        slots[i].dirty = true;
+        dirty.push_back(i);
+    }
+
     void arm(uint32_t i) {
         Slot& s = slots[i];
         timers.set(i, s.tw ? s.tw->expires() : s.tcb->next_deadline());
@@ -270,9 +277,8 @@ struct Host::Impl {
             s.tcb.reset();
             s.dirty = false;
             ++stats.time_wait;
-        } else if (s.tcb->ack_owed_at_flush() && !s.dirty) {
-            s.dirty = true;  // its held ACK goes at the next flush() (Config::ack_hold_segments)
-            dirty.push_back(i);
+        } else if (s.tcb->ack_owed_at_flush()) {
+            mark_dirty(i);  // its held ACK goes at the next flush() (Config::ack_hold_segments)
         }
         arm(i);
     }
@@ -566,10 +572,7 @@ SendResult Host::send(ConnId c, Slice& data) {
     Tcb* t = impl_->get(c);
     if (!t) return SendResult::InvalidState;
     SendResult r = t->send(data);
-    if (r == SendResult::Ok && !impl_->slots[c.index].dirty) {
-        impl_->slots[c.index].dirty = true;
-        impl_->dirty.push_back(c.index);
-    }
+    if (r == SendResult::Ok) impl_->mark_dirty(c.index);
     return r;
 }
 
@@ -577,30 +580,21 @@ void Host::consume(ConnId c, uint32_t bytes) {
     Tcb* t = impl_->get(c);
     if (!t) return;
     t->consume(bytes);
-    if (t->has_pending_output() && !impl_->slots[c.index].dirty) {
-        impl_->slots[c.index].dirty = true;
-        impl_->dirty.push_back(c.index);
-    }
+    if (t->has_pending_output()) impl_->mark_dirty(c.index);
 }
 
 void Host::shutdown_write(ConnId c) {
     Tcb* t = impl_->get(c);
     if (!t) return;
     t->shutdown_write();
-    if (!impl_->slots[c.index].dirty) {
-        impl_->slots[c.index].dirty = true;
-        impl_->dirty.push_back(c.index);
-    }
+    impl_->mark_dirty(c.index);
 }
 
 void Host::close(ConnId c) {
     Tcb* t = impl_->get(c);
     if (!t) return;
     t->close();
-    if (!impl_->slots[c.index].dirty) {
-        impl_->slots[c.index].dirty = true;
-        impl_->dirty.push_back(c.index);
-    }
+    impl_->mark_dirty(c.index);
 }
 
 void Host::abort(ConnId c, Instant now, Actions& out) {

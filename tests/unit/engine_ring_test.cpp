@@ -223,6 +223,28 @@ wire::Ipv4Addr ip4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
     return wire::Ipv4Addr{uint32_t(a) << 24 | uint32_t(b) << 16 | uint32_t(c) << 8 | d};
 }
 
+// Engines a (10.9.<id>.1) and b (.2) on devices da and db of one ring pair,
+// each the other's static neighbour. Stays put: the params point at the next hops.
+struct PairParams {
+    PairParams(int id, engine::Device& da, engine::Device& db)
+        : ipa(ip4(10, 9, uint8_t(id), 1)), ipb(ip4(10, 9, uint8_t(id), 2)), nh_a(ipa, 24, {{ipb, db.mac()}}),
+          nh_b(ipb, 24, {{ipa, da.mac()}}) {
+        a.ip = ipa;
+        a.dev = &da;
+        a.nexthop = &nh_a;
+        a.arena = env().arena.get();
+        b = a;
+        b.ip = ipb;
+        b.dev = &db;
+        b.nexthop = &nh_b;
+    }
+    PairParams(const PairParams&) = delete;
+    PairParams& operator=(const PairParams&) = delete;
+    wire::Ipv4Addr ipa, ipb;
+    StaticNextHop nh_a, nh_b;
+    engine::EngineParams a, b;
+};
+
 struct Result {
     uint64_t completed = 0, mismatches = 0, client_abnormal = 0, server_abnormal = 0;
     uint64_t server_accepted = 0;
@@ -269,23 +291,14 @@ Result run_echo(int id, DispatchMode mode, unsigned conns, uint64_t bytes_per_co
         da = tso_a.get();
         db = tso_b.get();
     }
-    const wire::Ipv4Addr ipa = ip4(10, 9, uint8_t(id), 1), ipb = ip4(10, 9, uint8_t(id), 2);
-    StaticNextHop nh_a(ipa, 24, {{ipb, dev_b.mac()}}), nh_b(ipb, 24, {{ipa, dev_a.mac()}});
-
-    engine::EngineParams pa;
-    pa.cfg.mode = mode;
-    pa.ip = ipa;
-    pa.dev = da;
-    pa.nexthop = &nh_a;
-    pa.arena = e.arena.get();
-    pa.secret = {0x1234u + uint64_t(id), 0x5678};
-    engine::EngineParams pb = pa;
-    pb.ip = ipb;
-    pb.dev = db;
-    pb.nexthop = &nh_b;
-    pb.core = 0;
-    auto ea = engine::make_engine(pa);
-    auto eb = engine::make_engine(pb);
+    PairParams pp(id, *da, *db);
+    const wire::Ipv4Addr ipb = pp.ipb;
+    for (engine::EngineParams* p : {&pp.a, &pp.b}) {
+        p->cfg.mode = mode;
+        p->secret = {0x1234u + uint64_t(id), 0x5678};
+    }
+    auto ea = engine::make_engine(pp.a);
+    auto eb = engine::make_engine(pp.b);
 
     test::EchoServer server;
     test::StreamClient client;
@@ -502,19 +515,10 @@ TEST_CASE("engine: connect to a closed port is refused", "[engine][ring]") {
     REQUIRE(rp.ok);
     engine::DeviceCaps caps;
     EthdevDevice dev_a(rp.a, 0, e.pool, caps), dev_b(rp.b, 0, e.pool, caps);
-    const wire::Ipv4Addr ipa = ip4(10, 9, 3, 1), ipb = ip4(10, 9, 3, 2);
-    StaticNextHop nh_a(ipa, 24, {{ipb, dev_b.mac()}}), nh_b(ipb, 24, {{ipa, dev_a.mac()}});
-    engine::EngineParams pa;
-    pa.ip = ipa;
-    pa.dev = &dev_a;
-    pa.nexthop = &nh_a;
-    pa.arena = e.arena.get();
-    engine::EngineParams pb = pa;
-    pb.ip = ipb;
-    pb.dev = &dev_b;
-    pb.nexthop = &nh_b;
-    auto ea = engine::make_engine(pa);
-    auto eb = engine::make_engine(pb);
+    PairParams pp(3, dev_a, dev_b);
+    const wire::Ipv4Addr ipb = pp.ipb;
+    auto ea = engine::make_engine(pp.a);
+    auto eb = engine::make_engine(pp.b);
 
     struct H : Handler {
         int closed = 0;
@@ -606,21 +610,12 @@ OneBurst four_segments_one_burst(int id, DispatchMode mode, std::optional<Durati
     caps.mtu = 1500;
     EthdevDevice dev_a(rp.a, 0, e.pool, caps), dev_b(rp.b, 0, e.pool, caps);
     CountingDevice counted_b(dev_b);
-    const wire::Ipv4Addr ipa = ip4(10, 9, uint8_t(id), 1), ipb = ip4(10, 9, uint8_t(id), 2);
-    StaticNextHop nh_a(ipa, 24, {{ipb, dev_b.mac()}}), nh_b(ipb, 24, {{ipa, dev_a.mac()}});
-    engine::EngineParams pa;
-    pa.ip = ipa;
-    pa.dev = &dev_a;
-    pa.nexthop = &nh_a;
-    pa.arena = e.arena.get();
-    engine::EngineParams pb = pa;
-    pb.ip = ipb;
-    pb.dev = &counted_b;
-    pb.nexthop = &nh_b;
-    pb.cfg.mode = mode;
-    pb.cfg.burst_flush_after = flush_after;
-    auto ea = engine::make_engine(pa);
-    auto eb = engine::make_engine(pb);
+    PairParams pp(id, dev_a, counted_b);
+    const wire::Ipv4Addr ipb = pp.ipb;
+    pp.b.cfg.mode = mode;
+    pp.b.cfg.burst_flush_after = flush_after;
+    auto ea = engine::make_engine(pp.a);
+    auto eb = engine::make_engine(pp.b);
 
     test::EchoServer server;
     struct Client : Handler {
