@@ -9,10 +9,18 @@
 //
 // Frame (all of it written by the pinger, checked when it returns):
 //   Ethernet  dst = --peer-mac (default broadcast), src = the port's MAC, type 0x88B5
-//   RawHdr    magic, queue, slot, length, sequence number, TSC at send (host order:
-//             both ends run on the same machine)
-//   payload   kPattern from offset (seq mod 256): intact only if every byte is
+//   RawHdr    magic, queue, slot, length, part/parts, sequence number, TSC at send
+//             (host order: both ends run on the same machine)
+//   payload   kPattern from offset ((seq + part) mod 256): intact only if every byte is
 // The reflector swaps the MACs and changes nothing else.
+//
+// Messages (--split): a --size larger than the bed's largest frame goes as
+// `parts` frames of one sequence number, and the reflector holds them until
+// the last has arrived and sends them back in one burst, as an RPC server
+// answers a request only once all of it is in. That is the round trip a
+// multi-frame RPC can reach on the bed: one frame each way (--fit-mtu)
+// overstates it, because a reflector that answers each frame as it comes
+// overlaps the two directions.
 //
 // Counters: every frame a loop receives is either a round trip, `late` (its
 // slot timed out and was reused), `ignored` (not a knb raw frame: e.g. the
@@ -67,6 +75,8 @@ constexpr uint64_t kMaxSizeAsked = 1u << 21; // --size with --fit-mtu (lowered t
 constexpr uint16_t kBurst = 32;
 constexpr unsigned kMaxQueues = 64;
 constexpr uint32_t kMaxDepth = 4096;
+constexpr uint32_t kMaxParts = 256;          // frames per --split message
+constexpr size_t kMaxHeld = 8192;            // reflector: frames of unfinished messages held at most
 constexpr uint64_t kLinkWaitMs = 10000;      // ping: the peer's link must come up within this
 
 struct RawHdr {
@@ -74,7 +84,8 @@ struct RawHdr {
     uint16_t queue;  // the pinger's queue that sent it
     uint16_t slot;   // in-flight slot, < iodepth
     uint32_t length; // frame length as sent (Ethernet header included)
-    uint32_t reserved;
+    uint16_t part;   // this frame's index in its message, < parts
+    uint16_t parts;  // frames in the message (1 without --split)
     uint64_t seq;    // per queue, from 1
     uint64_t tsc;    // rte_rdtsc() when the frame was built
 };
@@ -88,7 +99,7 @@ struct Pattern {
     Pattern() {
         for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(i * 7 + 3);
     }
-    const uint8_t* at(uint64_t seq) const { return b.data() + (seq & 255); }
+    const uint8_t* at(uint64_t seq, uint32_t part) const { return b.data() + ((seq + part) & 255); }
 };
 const Pattern g_pattern;
 
@@ -103,6 +114,7 @@ struct RawOptions {
     unsigned queues = 1;
     uint64_t size = 64;       // as asked; run_ping() lowers it to the device's largest frame with fit_mtu
     bool fit_mtu = false;
+    bool split = false;       // a --size above the largest frame goes as a message of several frames
     uint32_t iodepth = 1;
     double duration = 3;      // ping: measured seconds; reflect: 0 = until SIGINT/SIGTERM
     bool duration_given = false;
@@ -121,12 +133,14 @@ const char* kUsage =
     "                       [--file-prefix P] [--cpus LIST] [--idle-sleep-us N]\n"
     "       knb raw ping    (--iface IF | --eal \"ARGS\") [--size N (64)] [--iodepth D (1)] [--queues N (1)]\n"
     "                       [--duration S (3)] [--warmup S (1)] [--timeout-ms T (200)] [--peer-mac M (broadcast)]\n"
-    "                       [--fit-mtu] [--bed NAME] [--json FILE] [--file-prefix P] [--cpus LIST]\n"
+    "                       [--fit-mtu | --split] [--bed NAME] [--json FILE] [--file-prefix P] [--cpus LIST]\n"
     "                       [--idle-sleep-us N]\n"
     "Frames of ethertype 0x88B5 between two DPDK processes, no TCP: the packet round-trip limit of the bed.\n"
     "--size is the frame length with its Ethernet header (60..MTU+14); --fit-mtu lowers a larger --size to\n"
-    "MTU+14 (said on stderr; the JSON has size, size_asked and capped); --iodepth frames are kept in flight per\n"
-    "queue; memif queue i of one side meets queue i of the other. --iface uses AF_XDP with the PMD's own XDP\n"
+    "MTU+14 (said on stderr; the JSON has size, size_asked and capped); --split sends a larger --size as a\n"
+    "message of ceil(size / (MTU+14)) frames that the reflector answers as a whole, in one burst, once the last\n"
+    "has arrived (the round trip of a multi-frame RPC; the JSON has frames and message). --iodepth frames (or\n"
+    "messages) are kept in flight per queue; memif queue i of one side meets queue i of the other. --iface uses AF_XDP with the PMD's own XDP\n"
     "program (every frame of the queue goes to DPDK). --idle-sleep-us N: after 1000 empty polls each loop naps\n"
     "N us per empty poll (as crescent's engines do), so that busy processes can share CPUs (default: spin).\n"
     "Exit: 0 ok, 1 the run failed, 2 bad options.\n";
@@ -225,6 +239,8 @@ std::string parse(int argc, char** argv, RawOptions* o) {
             o->size = n;
         } else if (ping && f == "--fit-mtu") {
             o->fit_mtu = true;
+        } else if (ping && f == "--split") {
+            o->split = true;
         } else if (ping && f == "--iodepth") {
             if (!(v = value())) return need(v);
             if (!parse_u64(v, 1, kMaxDepth, &n)) return "--iodepth: '" + std::string(v) + "' is not a number in 1..4096";
@@ -253,8 +269,9 @@ std::string parse(int argc, char** argv, RawOptions* o) {
     }
     if (o->iface.empty() == o->eal.empty()) return "give exactly one of --iface IF or --eal \"ARGS\"";
     if (!ping && !o->duration_given) o->duration = 0;
-    if (ping && !o->fit_mtu && o->size > kMaxFrame)
-        return "--size: '" + std::to_string(o->size) + "' is not a frame length in 60..9014 (or give --fit-mtu)";
+    if (o->fit_mtu && o->split) return "give one of --fit-mtu (one capped frame) and --split (several frames)";
+    if (ping && !o->fit_mtu && !o->split && o->size > kMaxFrame)
+        return "--size: '" + std::to_string(o->size) + "' is not a frame length in 60..9014 (or give --fit-mtu or --split)";
     if (ping && uint64_t(o->iodepth) > 65535) return "--iodepth is above 65535";
     return {};
 }
@@ -317,6 +334,47 @@ struct ReflectLoop {
     uint64_t reflected = 0;  // frames handed to the queue's TX batch
     uint64_t ignored = 0;    // not knb's ethertype: freed
     uint64_t tx_dropped = 0; // the TX batch was full: freed
+    uint64_t held_dropped = 0; // frames of messages that never completed, freed to bound `held`
+
+    // Frames of --split messages whose last part has not arrived, in arrival order.
+    struct Held {
+        rte_mbuf* m;
+        uint64_t seq;
+        uint16_t queue;
+    };
+    std::vector<Held> held;
+
+    void send_back(rte_mbuf* m) {
+        auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+        eth->dst_addr = eth->src_addr;
+        eth->src_addr = mac;
+        if (q->tx_enqueue(m) == dev::TxResult::Queued) {
+            ++reflected;
+        } else {
+            ++tx_dropped;
+            rte_pktmbuf_free(m);
+        }
+    }
+
+    // A part of a multi-frame message: held until all `parts` of its
+    // (queue, seq) are in, then they all go back in arrival order.
+    void gather(rte_mbuf* m, const RawHdr& h) {
+        held.push_back(Held{m, h.seq, h.queue});
+        size_t have = 0;
+        for (const Held& x : held) have += x.seq == h.seq && x.queue == h.queue;
+        if (have >= h.parts) {
+            size_t keep = 0;
+            for (const Held& x : held) {
+                if (x.seq == h.seq && x.queue == h.queue) send_back(x.m);
+                else held[keep++] = x;
+            }
+            held.resize(keep);
+        } else if (held.size() > kMaxHeld) {
+            rte_pktmbuf_free(held.front().m);  // its message lost a frame long ago
+            held.erase(held.begin());
+            ++held_dropped;
+        }
+    }
 
     void run() {
         q->bind_to_current_thread();
@@ -333,18 +391,22 @@ struct ReflectLoop {
                     rte_pktmbuf_free(m);
                     continue;
                 }
-                eth->dst_addr = eth->src_addr;
-                eth->src_addr = mac;
-                if (q->tx_enqueue(m) == dev::TxResult::Queued) {
-                    ++reflected;
-                } else {
-                    ++tx_dropped;
-                    rte_pktmbuf_free(m);
+                RawHdr h;
+                if (m->data_len >= kHdrEnd) {
+                    std::memcpy(&h, rte_pktmbuf_mtod_offset(m, const uint8_t*, RTE_ETHER_HDR_LEN), sizeof h);
+                    if (h.magic == kMagic && h.parts > 1) {
+                        gather(m, h);
+                        continue;
+                    }
                 }
+                send_back(m);
             }
             q->flush();
             nap.after_poll(n != 0);
         }
+        for (const Held& x : held) rte_pktmbuf_free(x.m);
+        held_dropped += held.size();
+        held.clear();
     }
 };
 
@@ -353,13 +415,16 @@ struct PingLoop {
         uint64_t seq = 0;
         uint64_t tsc = 0;
         bool in_flight = false;
+        uint32_t back = 0;  // parts of the message returned so far
     };
 
     // set-up (main thread, before launch)
     dev::Queue* q = nullptr;
     uint16_t index = 0;
     rte_ether_addr mac{}, peer{};
-    uint32_t size = 64;
+    uint32_t size = 64;       // each frame but a message's last
+    uint32_t parts = 1;       // frames per message (--split)
+    uint32_t last_size = 64;  // the message's last frame
     uint64_t warm_tsc = 0, end_tsc = 0, timeout_tsc = 0, drain_tsc = 0;
     double ns_per_tsc = 1;
     std::vector<Slot> slots;
@@ -387,37 +452,54 @@ struct PingLoop {
         if (first_error.empty()) first_error = "queue " + std::to_string(index) + ": " + std::move(why);
     }
 
-    // Build and queue a frame for `slot`; false when no mbuf or no TX room (retried later).
+    uint32_t part_size(uint32_t part) const { return part + 1 == parts ? last_size : size; }
+
+    // Build and queue the frames of a message for `slot`; false when no mbuf
+    // or no TX room for all of them (retried later; nothing is queued then).
     bool send(uint16_t slot) {
-        rte_mbuf* m = q->alloc_tx();
-        if (m == nullptr) {
-            ++tx_nombuf;
+        if (q->tx_capacity() - q->tx_pending() < parts) {
+            ++tx_full;
             return false;
         }
-        auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(size)));
-        if (p == nullptr) {  // checked against the pool's room before the run: cannot happen
-            rte_pktmbuf_free(m);
-            error("a TX mbuf has no room for a frame of " + std::to_string(size) + " bytes");
-            g_abort.store(true);
-            return false;
+        std::array<rte_mbuf*, kMaxParts> ms;
+        for (uint32_t k = 0; k < parts; ++k) {
+            ms[k] = q->alloc_tx();
+            if (ms[k] == nullptr) {
+                ++tx_nombuf;
+                for (uint32_t j = 0; j < k; ++j) rte_pktmbuf_free(ms[j]);
+                return false;
+            }
         }
-        auto* eth = reinterpret_cast<rte_ether_hdr*>(p);
-        eth->dst_addr = peer;
-        eth->src_addr = mac;
-        eth->ether_type = rte_cpu_to_be_16(kEtherType);
         Slot& s = slots[slot];
         s.seq = next_seq;
         s.tsc = rte_rdtsc();
-        RawHdr h{kMagic, index, slot, size, 0, s.seq, s.tsc};
-        std::memcpy(p + RTE_ETHER_HDR_LEN, &h, sizeof(h));
-        std::memcpy(p + kHdrEnd, g_pattern.at(s.seq), size - kHdrEnd);
-        if (q->tx_enqueue(m) != dev::TxResult::Queued) {
-            ++tx_full;
-            rte_pktmbuf_free(m);
-            return false;
+        s.back = 0;
+        for (uint32_t k = 0; k < parts; ++k) {
+            const uint32_t len = part_size(k);
+            auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(ms[k], uint16_t(len)));
+            if (p == nullptr) {  // checked against the pool's room before the run: cannot happen
+                for (uint32_t j = 0; j < parts; ++j) rte_pktmbuf_free(ms[j]);
+                error("a TX mbuf has no room for a frame of " + std::to_string(len) + " bytes");
+                g_abort.store(true);
+                return false;
+            }
+            auto* eth = reinterpret_cast<rte_ether_hdr*>(p);
+            eth->dst_addr = peer;
+            eth->src_addr = mac;
+            eth->ether_type = rte_cpu_to_be_16(kEtherType);
+            RawHdr h{kMagic, index, slot, len, uint16_t(k), uint16_t(parts), s.seq, s.tsc};
+            std::memcpy(p + RTE_ETHER_HDR_LEN, &h, sizeof(h));
+            std::memcpy(p + kHdrEnd, g_pattern.at(s.seq, k), len - kHdrEnd);
         }
+        for (uint32_t k = 0; k < parts; ++k)
+            if (q->tx_enqueue(ms[k]) != dev::TxResult::Queued) {  // room was checked above: cannot happen
+                for (uint32_t j = k; j < parts; ++j) rte_pktmbuf_free(ms[j]);
+                error("the TX batch refused a frame it had room for");
+                g_abort.store(true);
+                return false;
+            }
         ++next_seq;
-        ++sent;
+        sent += parts;
         s.in_flight = true;
         return true;
     }
@@ -451,26 +533,37 @@ struct PingLoop {
             ++late;  // its slot timed out (counted lost) and was reused
             return;
         }
-        s.in_flight = false;
-        if (now < end_tsc) to_send.push_back(h.slot);
-        if (len != size || h.length != size) {
-            error("frame " + std::to_string(h.seq) + " came back with " + std::to_string(len) + " bytes, " +
-                  std::to_string(size) + " were sent");
+        // A damaged frame ends its message (counted an error, the slot reused).
+        auto fail = [&](std::string why) {
+            s.in_flight = false;
+            if (now < end_tsc) to_send.push_back(h.slot);
+            error("frame " + std::to_string(h.seq) + (parts > 1 ? " part " + std::to_string(h.part) : "") + " " + why);
+        };
+        if (h.parts != parts || h.part >= parts) {
+            fail("came back as part " + std::to_string(h.part) + " of " + std::to_string(h.parts) + ", not of " +
+                 std::to_string(parts));
+            return;
+        }
+        const uint32_t want = part_size(h.part);
+        if (len != want || h.length != want) {
+            fail("came back with " + std::to_string(len) + " bytes, " + std::to_string(want) + " were sent");
             return;
         }
         if (!rte_is_same_ether_addr(&eth->dst_addr, &mac)) {
-            error("frame " + std::to_string(h.seq) + " came back to " + mac_str(eth->dst_addr) + ", not to " +
-                  mac_str(mac));
+            fail("came back to " + mac_str(eth->dst_addr) + ", not to " + mac_str(mac));
             return;
         }
         if (h.tsc != s.tsc) {
-            error("frame " + std::to_string(h.seq) + " came back with another send time");
+            fail("came back with another send time");
             return;
         }
-        if (std::memcmp(f + kHdrEnd, g_pattern.at(h.seq), size - kHdrEnd) != 0) {
-            error("frame " + std::to_string(h.seq) + " came back with its payload changed");
+        if (std::memcmp(f + kHdrEnd, g_pattern.at(h.seq, h.part), want - kHdrEnd) != 0) {
+            fail("came back with its payload changed");
             return;
         }
+        if (++s.back < parts) return;
+        s.in_flight = false;
+        if (now < end_tsc) to_send.push_back(h.slot);
         ++completed;
         if (now >= warm_tsc && now < end_tsc) {
             ++round_trips;
@@ -602,19 +695,20 @@ int run_reflect(const RawOptions& o) {
     }
     run_loops(loops, d.lcores);
     const double secs = double(rte_rdtsc() - t0) / double(rte_get_tsc_hz());
-    uint64_t reflected = 0, ignored = 0, dropped = 0;
+    uint64_t reflected = 0, ignored = 0, dropped = 0, unfinished = 0;
     std::string per_queue;
     for (unsigned i = 0; i < o.queues; ++i) {
         reflected += loops[i]->reflected;
         ignored += loops[i]->ignored;
         dropped += loops[i]->tx_dropped;
+        unfinished += loops[i]->held_dropped;
         per_queue += (i ? " " : "") + std::to_string(loops[i]->reflected);
     }
     const dev::PortStats ps = d.port->stats();
     std::printf("knb raw reflect: %" PRIu64 " frames reflected in %.1f s (per queue: %s), %" PRIu64
-                " ignored (other ethertypes), %" PRIu64 " dropped at a full TX batch; device imissed %" PRIu64
-                " rx_nombuf %" PRIu64 "\n",
-                reflected, secs, per_queue.c_str(), ignored, dropped, ps.dev.imissed, ps.dev.rx_nombuf);
+                " ignored (other ethertypes), %" PRIu64 " dropped at a full TX batch, %" PRIu64
+                " parts of unfinished messages freed; device imissed %" PRIu64 " rx_nombuf %" PRIu64 "\n",
+                reflected, secs, per_queue.c_str(), ignored, dropped, unfinished, ps.dev.imissed, ps.dev.rx_nombuf);
     std::fflush(stdout);
     return 0;
 }
@@ -626,10 +720,21 @@ int run_ping(const RawOptions& o) {
     const uint32_t room = rte_pktmbuf_data_room_size(d.port->queue(0).tx_pool()) - RTE_PKTMBUF_HEADROOM;
     const uint32_t largest = std::min({max_frame, room, kMaxFrame});
     uint32_t size = uint32_t(std::min<uint64_t>(o.size, kMaxFrame));
-    const bool capped = o.size > largest;
+    const bool capped = o.size > largest && !o.split;
+    uint32_t parts = 1;
+    if (o.split && o.size > largest) {
+        const uint64_t n = (o.size + largest - 1) / largest;
+        if (n > kMaxParts) {
+            std::fprintf(stderr, "knb raw ping: --split: a %" PRIu64 " B message needs %" PRIu64 " frames of %u B; "
+                         "at most %u per message\n", o.size, n, largest, kMaxParts);
+            return 2;
+        }
+        parts = uint32_t(n);
+        size = largest;
+    }
     if (capped && !o.fit_mtu) {
         std::fprintf(stderr, "knb raw ping: --size %" PRIu64 " is above what %s carries (MTU %u: frames up to %u bytes; "
-                     "or give --fit-mtu)\n",
+                     "or give --fit-mtu or --split)\n",
                      o.size, d.port->name().c_str(), d.port->mtu(), largest);
         return 2;
     }
@@ -638,6 +743,10 @@ int run_ping(const RawOptions& o) {
         std::fprintf(stderr, "knb raw ping: --size %" PRIu64 " capped at %u bytes (%s MTU %u + 14)\n", o.size, size,
                      d.port->name().c_str(), d.port->mtu());
     }
+    // A --split message: full frames, then the rest (at least the Ethernet minimum).
+    const uint32_t last_size =
+        parts > 1 ? std::max<uint32_t>(kMinFrame, uint32_t(o.size - uint64_t(parts - 1) * size)) : size;
+    const uint64_t message = uint64_t(parts - 1) * size + last_size;
     const dev::LinkStatus link = d.port->wait_link_up(kLinkWaitMs);
     if (!link.up)
         return fail_run("ping", "the link of " + d.port->name() + " (" + d.port->driver() + ") is still down after " +
@@ -658,6 +767,8 @@ int run_ping(const RawOptions& o) {
         l->mac = d.port->mac();
         l->peer = o.peer;
         l->size = size;
+        l->parts = parts;
+        l->last_size = last_size;
         l->warm_tsc = t0 + uint64_t(o.warmup * hz);
         l->end_tsc = l->warm_tsc + uint64_t(o.duration * hz);
         l->timeout_tsc = uint64_t(double(o.timeout_ms) * hz / 1e3);
@@ -696,10 +807,16 @@ int run_ping(const RawOptions& o) {
                  p999 = us(hist.percentile(99.9)), mx = us(hist.max()), mn = us(hist.min()), mean = hist.mean() / 1e3;
     const bool ok = errors == 0 && rt > 0 && !interrupted;
 
-    std::printf("knb raw ping: %s (%s) %u B iodepth %u x %u queue%s, %.1f s after %.1f s warm-up: %.0f round trips/s "
+    char what[96];
+    if (parts > 1)
+        std::snprintf(what, sizeof what, "%" PRIu64 " B messages of %u frames (%u B, last %u B)", message, parts, size,
+                      last_size);
+    else
+        std::snprintf(what, sizeof what, "%u B", size);
+    std::printf("knb raw ping: %s (%s) %s iodepth %u x %u queue%s, %.1f s after %.1f s warm-up: %.0f round trips/s "
                 "(%" PRIu64 "; per queue %s), latency us min %.1f p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f, "
                 "lost %" PRIu64 " (+%" PRIu64 " in warm-up), late %" PRIu64 ", errors %" PRIu64 "\n",
-                bed.c_str(), d.port->driver().c_str(), size, o.iodepth, o.queues, o.queues > 1 ? "s" : "",
+                bed.c_str(), d.port->driver().c_str(), what, o.iodepth, o.queues, o.queues > 1 ? "s" : "",
                 o.duration, o.warmup, rps, rt, per_queue.c_str(), mn, p50, p90, p99, p999, mx, lost, lost_warm, late,
                 errors);
     std::fflush(stdout);
@@ -713,13 +830,13 @@ int run_ping(const RawOptions& o) {
         } else {
             std::fprintf(f,
                          "{\"kind\":\"raw\",\"bed\":\"%s\",\"driver\":\"%s\",\"size\":%u,\"iodepth\":%u,\"queues\":%u,"
-                         "\"size_asked\":%" PRIu64 ",\"capped\":%s,\"mtu\":%u,\"seconds\":%.3f,\"warmup\":%.3f,\"round_trips\":%" PRIu64 ",\"rps\":%.1f,\"min_us\":%.2f,"
+                         "\"size_asked\":%" PRIu64 ",\"capped\":%s,\"frames\":%u,\"message\":%" PRIu64 ",\"mtu\":%u,\"seconds\":%.3f,\"warmup\":%.3f,\"round_trips\":%" PRIu64 ",\"rps\":%.1f,\"min_us\":%.2f,"
                          "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,"
                          "\"mean_us\":%.2f,\"lost\":%" PRIu64 ",\"lost_warmup\":%" PRIu64 ",\"late\":%" PRIu64
                          ",\"errors\":%" PRIu64 ",\"sent\":%" PRIu64 ",\"unanswered\":%" PRIu64 ",\"ignored\":%" PRIu64
                          ",\"ok\":%s%s%s%s}\n",
                          json_escape(bed).c_str(), json_escape(d.port->driver()).c_str(), size, o.iodepth, o.queues,
-                         o.size, capped ? "true" : "false", unsigned(d.port->mtu()), o.duration, o.warmup, rt, rps, mn, p50, p90, p99, p999, mx, mean, lost, lost_warm, late,
+                         o.size, capped ? "true" : "false", parts, message, unsigned(d.port->mtu()), o.duration, o.warmup, rt, rps, mn, p50, p90, p99, p999, mx, mean, lost, lost_warm, late,
                          errors, sent, unanswered, ignored, ok ? "true" : "false", first_error.empty() ? "" : ",\"error\":\"",
                          json_escape(first_error).c_str(), first_error.empty() ? "" : "\"");
             if (std::fclose(f) != 0) {

@@ -28,13 +28,15 @@
 // KNB_*_EAL), file prefixes, CPUs, duration and warm-up as the RPC runs. The
 // frame is the one that carries the RPC request — Ethernet 14 + IPv4 20 +
 // TCP 20 + timestamp option 12 + RPC header 32 + knb.echo metadata 4 +
-// msg_size bytes — lowered to the bed's MTU + 14 where the request needs more
-// than one frame (said in the output); the frames in flight per queue are
+// msg_size bytes. Where the request needs more than one frame (above the
+// bed's MTU + 14) it goes as a message of that many full frames, which the
+// reflector answers as a whole once the last is in (knb raw ping --split; said
+// in the output), as the RPC server must. The messages in flight per queue are
 // what one client engine keeps in flight: iodepth x conns x threads (the
 // client meshes with every server thread). --raw-args adds flags to both
 // knb raw processes (--idle-sleep-us when the crescent sides nap). The
 // document gets a "raw" array ({"point":{msg_size,iodepth,threads,conns},
-// "frame":..,"frame_wanted":..,"capped":..,"raw_iodepth":..,"queues":..,
+// "frame":..,"frames":..,"frame_wanted":..,"raw_iodepth":..,"queues":..,
 // "ok":..,"error":..,"result":<knb raw ping JSON>|null}) and the end-of-sweep
 // table a section "crescent against the bed's raw limit" (crescent RPC/s /
 // raw round trips/s).
@@ -100,8 +102,9 @@ const char* kUsage =
     "  --server-args ARGS --client-args ARGS   extra flags for every server / client\n"
     "  --raw                also measure the bed's packet round-trip limit (knb raw reflect/ping, no\n"
     "                       TCP) once per size x iodepth x threads point crescent runs, with the frame\n"
-    "                       of the RPC request (102 B of headers + size, at most the MTU + 14) and\n"
-    "                       iodepth x conns x threads frames in flight per queue; the table puts\n"
+    "                       of the RPC request (102 B of headers + size; above the MTU + 14, a\n"
+    "                       message of that many frames, answered as a whole) and iodepth x conns x\n"
+    "                       threads of them in flight per queue; the table puts\n"
     "                       crescent's RPC/s beside it as a fraction\n"
     "  --raw-args ARGS      extra flags for knb raw reflect and ping (e.g. --idle-sleep-us 20 when the\n"
     "                       crescent sides nap: more threads than CPUs)\n"
@@ -354,14 +357,21 @@ struct Point {
 struct RawPoint {
     uint64_t size, iodepth, threads;
     uint64_t frame_wanted = 0;   // the RPC request's frame
-    uint64_t frame = 0;          // what ran (the reflector's MTU + 14 when capped)
-    bool capped = false;
-    uint64_t raw_iodepth = 0;    // frames in flight per queue
+    uint64_t frame = 0;          // what ran (the bed's MTU + 14 when the request needs several)
+    uint64_t frames = 1;         // frames per message each way
+    uint64_t raw_iodepth = 0;    // messages in flight per queue
     bool ok = false;
     std::string error;
     std::string doc;             // knb raw ping --json ("" when it wrote none)
     double rps = 0;
 };
+
+// "166" for one frame, "1514x3" for a message of three.
+std::string frame_label(const RawPoint& r) {
+    std::string s = std::to_string(r.frame ? r.frame : r.frame_wanted);
+    if (r.frames > 1) s += "x" + std::to_string(r.frames);
+    return s;
+}
 
 std::string variant(const Point& p) {
     return p.stack == Stack::Crescent ? "crescent/" + std::string(name(p.mode)) : "kernel/" + std::string(name(p.wait));
@@ -621,7 +631,7 @@ private:
         std::snprintf(num, sizeof num, " --duration %g --warmup %g", sw.duration, sw.warmup);
         std::string cmd = bed_env() + device + "exec $KNB_CLIENT_WRAP " + sh_quote(sw.knb_path) +
                           " raw ping \"$@\" --queues " + std::to_string(r.threads) + " --size " +
-                          std::to_string(r.frame_wanted) + " --fit-mtu --iodepth " + std::to_string(r.raw_iodepth) +
+                          std::to_string(r.frame_wanted) + " --split --iodepth " + std::to_string(r.raw_iodepth) +
                           num + " --bed " + sh_quote(sw.bed) + " --json " + sh_quote(doc) +
                           " --file-prefix \"$KNB_CLIENT_PREFIX\"";
         if (!sw.client_cpus.empty()) cmd += " --cpus " + sh_quote(sw.client_cpus);
@@ -646,14 +656,15 @@ private:
         if (!r.doc.empty()) {
             r.rps = num("rps").value_or(0);
             r.frame = uint64_t(num("size").value_or(0));
-            r.capped = r.doc.find("\"capped\":true") != std::string::npos;
+            r.frames = uint64_t(num("frames").value_or(1));
         }
-        const std::string name = "raw/" + std::to_string(r.frame ? r.frame : r.frame_wanted) + "B" + (r.capped ? "*" : "");
+        const std::string name = "raw/" + frame_label(r);
         if (r.ok) {
-            if (r.capped)
-                std::fprintf(stderr, "knb sweep: raw: the %" PRIu64 " B request needs a %" PRIu64 " B frame; capped at "
-                             "%" PRIu64 " B (the bed's MTU %.0f + 14): the raw limit is one full frame each way\n",
-                             r.size, r.frame_wanted, r.frame, num("mtu").value_or(0));
+            if (r.frames > 1)
+                std::fprintf(stderr, "knb sweep: raw: the %" PRIu64 " B request needs a %" PRIu64 " B frame; sent as a "
+                             "message of %" PRIu64 " frames of up to %" PRIu64 " B (the bed's MTU %.0f + 14), "
+                             "answered as a whole\n",
+                             r.size, r.frame_wanted, r.frames, r.frame, num("mtu").value_or(0));
             std::printf("%-16s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 " %11.0f %8s %7.1f %7.1f %7.1f %8.1f %7s %7s %7s\n",
                         name.c_str(), r.size, r.iodepth, r.threads, r.rps, "-", num("p50_us").value_or(0),
                         num("p90_us").value_or(0), num("p99_us").value_or(0), num("p999_us").value_or(0), "-", "-", "-");
@@ -669,12 +680,12 @@ private:
     void print_raw_comparison() {
         if (!sw.raw) return;
         std::printf("\n# crescent against the bed's raw limit (%s bed, %g s per point after %g s warm-up): crescent "
-                    "RPC/s beside knb raw round trips/s of the frame that carries the request, with iodepth x conns "
-                    "x threads frames in flight per queue; fraction = RPC/s / round trips/s\n",
+                    "RPC/s beside knb raw round trips/s of the frame(s) that carry the request, with iodepth x conns "
+                    "x threads of them in flight per queue; fraction = RPC/s / round trips/s\n",
                     sw.bed.c_str(), sw.duration, sw.warmup);
         std::printf("%-6s %-4s %-3s | %-16s %11s | %8s %6s %13s | %8s\n", "size", "qd", "thr", "crescent", "RPC/s",
                     "frame", "raw-qd", "round trips/s", "fraction");
-        bool any_capped = false;
+        bool any_split = false;
         for (const RawPoint& r : raws)
             for (const Point& p : points) {
                 if (p.stack != Stack::Crescent || p.size != r.size || p.iodepth != r.iodepth || p.threads != r.threads)
@@ -683,15 +694,15 @@ private:
                 if (p.ok) std::snprintf(crps, sizeof crps, "%.0f", p.rps);
                 if (r.ok) std::snprintf(rrps, sizeof rrps, "%.0f", r.rps);
                 if (p.ok && r.ok && r.rps > 0) std::snprintf(frac, sizeof frac, "%.3f", p.rps / r.rps);
-                const std::string frame = std::to_string(r.frame ? r.frame : r.frame_wanted) + (r.capped ? "*" : "");
-                any_capped = any_capped || r.capped;
+                const std::string frame = frame_label(r);
+                any_split = any_split || r.frames > 1;
                 std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %11s | %8s %6" PRIu64 " %13s | %8s\n",
                             r.size, r.iodepth, r.threads, variant(p).c_str(), crps, frame.c_str(), r.raw_iodepth, rrps,
                             frac);
             }
-        if (any_capped)
-            std::printf("* the request needs more than one frame; the raw frame is capped at the bed's MTU + 14 (one "
-                        "full frame each way)\n");
+        if (any_split)
+            std::printf("xN: the request needs N frames of up to the bed's MTU + 14; the raw round trip is a message of "
+                        "N frames each way, answered once all N are in\n");
         std::fflush(stdout);
     }
 
@@ -772,8 +783,8 @@ private:
                 d += std::string(i ? ",\n" : "") + "{\"point\":{\"msg_size\":" + std::to_string(r.size) +
                      ",\"iodepth\":" + std::to_string(r.iodepth) + ",\"threads\":" + std::to_string(r.threads) +
                      ",\"conns\":" + std::to_string(sw.conns) + "},\"frame\":" +
-                     std::to_string(r.frame ? r.frame : r.frame_wanted) + ",\"frame_wanted\":" +
-                     std::to_string(r.frame_wanted) + ",\"capped\":" + (r.capped ? "true" : "false") +
+                     std::to_string(r.frame ? r.frame : r.frame_wanted) + ",\"frames\":" + std::to_string(r.frames) +
+                     ",\"frame_wanted\":" + std::to_string(r.frame_wanted) +
                      ",\"raw_iodepth\":" + std::to_string(r.raw_iodepth) + ",\"queues\":" +
                      std::to_string(r.threads) + ",\"ok\":" + (r.ok ? "true" : "false") + ",\"error\":\"" +
                      json_escape(r.error) + "\",\"result\":" + (r.doc.empty() ? "null" : r.doc) + "}";

@@ -16,11 +16,15 @@ Exit: 0 pass, 1 fail, 77 skip (not root).
                      a stale socket; bad arguments exit 2 with one line.
   memif_raw          `knb raw ping` started BEFORE `knb raw reflect` (a memif client may start
                      first): 64 B at iodepth 1 and 16, 2 s each, round trips > 0, no error, the
-                     JSON object has every field; --size 4198 --fit-mtu runs 1514 B frames and
-                     says so (capped, size_asked), --size 9100 without it is refused (exit 2); then
+                     JSON object has every field; --size 4198 --split at iodepth 2 runs messages
+                     of 3 frames (1514, 1514, 1170 B) answered as a whole (every part verified;
+                     the reflector sent 3 frames per round trip); --size 4198 --fit-mtu runs
+                     1514 B frames and says so (capped, size_asked), --size 9100 without either
+                     is refused (exit 2), and so are both together; then
                      2 queues on each side with --idle-sleep-us: both queues carry round trips
                      (memif queue i meets queue i), no frame on the wrong queue.
-  veth_raw           the same over veth + AF_XDP (reflector in NAME-a, pinger in NAME-b).
+  veth_raw           the 64 B runs and the --split run over veth + AF_XDP (reflector in NAME-a,
+                     pinger in NAME-b).
   memif_rpc          knb server/client --stack crescent, one engine per side, over memif
                      (client started first): 64 B at iodepth 1 and 16, 2 s each, sane numbers
                      (ok, requests > 0, no error, every response verified, p50 <= p99 <= max,
@@ -35,7 +39,7 @@ Exit: 0 pass, 1 fail, 77 skip (not root).
                      RST; frames sent == frames received on each queue pair.
   memif_sweep_raw    knb sweep --bed memif --raw (64 B and 4 KiB, iodepth 1 and 4, crescent
                      inline): the document's "raw" array has one entry per point, each with its
-                     point, the RPC request's frame (166 B; 4198 B capped at 1514 B), iodepth x
+                     point, the RPC request's frame (166 B; 4198 B as 3 frames of 1514 B), iodepth x
                      conns in flight and a verified ping result; the table's section "crescent
                      against the bed's raw limit" has a fraction per point; --raw without
                      crescent is refused in one line (exit 2).
@@ -221,9 +225,10 @@ def case_bed():
 PING_RE = re.compile(r"knb raw ping: .* (\d+) round trips/s \((\d+); per queue ([\d ]+)\).* errors (\d+)")
 
 
-def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None):
+def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None, parts=None):
     """One reflect + ping pair, 2 s; returns the JSON object after checking it. `extra`: flags
-    for both sides; `frame`: the frame length expected when --fit-mtu lowers `size`."""
+    for both sides; `frame`: the frame length expected when --fit-mtu lowers `size` or --split
+    cuts it into `parts` frames."""
     js = f"/tmp/{NAME}-raw-{tag}.json"
     b.files.append(js)
     one = queues == 1 and CPUS >= 2  # pin each side to its own CPU
@@ -231,7 +236,7 @@ def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None):
     pcpus = ["--cpus", "1"] if one else []
     reflect = [KNB, "raw", "reflect"] + raw_dev(b, "SERVER") + [
         "--queues", queues, "--file-prefix", b.env["KNB_SERVER_PREFIX"], "--duration", 25] + rcpus + \
-        [a for a in extra if a != "--fit-mtu"]
+        [a for a in extra if a not in ("--fit-mtu", "--split")]
     ping = [KNB, "raw", "ping"] + raw_dev(b, "CLIENT") + [
         "--queues", queues, "--size", size, "--iodepth", iodepth, "--duration", 2, "--warmup", 0.5,
         "--file-prefix", b.env["KNB_CLIENT_PREFIX"], "--json", js] + pcpus + list(extra)
@@ -262,15 +267,22 @@ def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None):
     want = frame or size
     check(j["kind"] == "raw" and j["size"] == want and j["iodepth"] == iodepth and j["queues"] == queues,
           f"{tag}: JSON describes the run (kind raw, {want} B, iodepth {iodepth}, {queues} queue(s))")
-    check(j["size_asked"] == size and j["capped"] == (frame is not None),
-          f"{tag}: JSON says {size} B were asked" + (f", capped at {frame} B" if frame else ", not capped"))
-    if frame:
+    capped = frame is not None and parts is None
+    check(j["size_asked"] == size and j["capped"] == capped,
+          f"{tag}: JSON says {size} B were asked" + (f", capped at {frame} B" if capped else ", not capped"))
+    if capped:
         check(f"--size {size} capped at {frame} bytes" in out, f"{tag}: the cap is said on stderr")
+    check(j["frames"] == (parts or 1) and j["message"] == (size if parts else want),
+          f"{tag}: {j['frames']} frame(s) per round trip, {j['message']} B each way")
+    if parts:
+        check(f"{size} B messages of {parts} frames ({frame} B, last {size - (parts - 1) * frame} B)" in out,
+              f"{tag}: the message's frames are said on the result line")
     check(j["round_trips"] > 0 and j["rps"] > 0, f"{tag}: {j['round_trips']} round trips, {j['rps']:.0f}/s")
     check(j["errors"] == 0, f"{tag}: every returned frame verified (errors 0)")
     check(0 < j["p50_us"] <= j["p99_us"] <= j["max_us"], f"{tag}: p50 {j['p50_us']} <= p99 {j['p99_us']} <= max "
           f"{j['max_us']} us")
-    check(reflected >= j["round_trips"], f"{tag}: the reflector sent back {reflected} >= {j['round_trips']} frames")
+    check(reflected >= (parts or 1) * j["round_trips"],
+          f"{tag}: the reflector sent back {reflected} >= {parts or 1} x {j['round_trips']} frames")
     pm = PING_RE.search(out)
     check(pm is not None, f"{tag}: one result line")
     per_q = [int(x) for x in pm.group(3).split()]
@@ -288,13 +300,20 @@ def case_raw(kind):
             for size, depth, first in ((64, 1, kind == "memif"), (64, 16, False)):
                 j = raw_run(b, size, depth, 1, first, f"{kind}-{size}B-qd{depth}")
                 seen.append(f"{size} B qd{depth}: {j['rps']:.0f} rps p50 {j['p50_us']} us")
+            # A 4 KiB request's three frames, answered as a whole (the multi-frame RPC's limit).
+            j = raw_run(b, 4198, 2, 1, False, f"{kind}-split", extra=["--split"], frame=1514, parts=3)
+            seen.append(f"4198 B as 3 frames qd2: {j['rps']:.0f} rps p50 {j['p50_us']} us")
             if kind == "memif":
                 j = raw_run(b, 4198, 4, 1, False, f"{kind}-fit-mtu", extra=["--fit-mtu"], frame=1514)
                 check(j["mtu"] == 1500, "memif MTU 1500 in the JSON")
                 r = subprocess.run([KNB, "raw", "ping", "--eal", b.env["KNB_CLIENT_EAL"], "--size", "9100"],
                                    capture_output=True, text=True, timeout=30)
-                check(r.returncode == 2 and "or give --fit-mtu" in r.stderr,
+                check(r.returncode == 2 and "or give --fit-mtu or --split" in r.stderr,
                       f"--size 9100 without --fit-mtu is refused before EAL starts: {r.stderr.strip()}")
+                r = subprocess.run([KNB, "raw", "ping", "--eal", b.env["KNB_CLIENT_EAL"], "--size", "9100",
+                                    "--fit-mtu", "--split"], capture_output=True, text=True, timeout=30)
+                check(r.returncode == 2 and "give one of --fit-mtu" in r.stderr,
+                      f"--fit-mtu with --split is refused: {r.stderr.strip()}")
                 raw_run(b, 64, 4, 2, False, f"{kind}-2queues", extra=["--idle-sleep-us", 20])
             print(f"{kind} raw: " + "; ".join(seen))
     return run
@@ -448,14 +467,16 @@ def case_memif_sweep_raw():
             check(x["frame_wanted"] == 102 + size and x["raw_iodepth"] == depth and res["iodepth"] == depth,
                   f"raw {size} B qd{depth}: the request's frame ({x['frame_wanted']} B), {depth} in flight")
             if size == 64:
-                check(x["frame"] == 166 and not x["capped"] and res["size"] == 166, "64 B: 166 B frames, not capped")
+                check(x["frame"] == 166 and x["frames"] == 1 and res["size"] == 166 and res["frames"] == 1,
+                      "64 B: one 166 B frame each way")
             else:
-                check(x["frame"] == 1514 and x["capped"] and res["size"] == 1514 and res["size_asked"] == 4198,
-                      "4 KiB: 4198 B wanted, capped at 1514 B (MTU + 14)")
+                check(x["frame"] == 1514 and x["frames"] == 3 and res["size"] == 1514 and res["frames"] == 3 and
+                      res["message"] == 4198 and not res["capped"],
+                      "4 KiB: the 4198 B request goes as a message of 3 frames of up to 1514 B (MTU + 14)")
             rps[(size, depth)] = res["rps"]
         sect = p.stdout.split("# crescent against the bed's raw limit", 1)
         check(len(sect) == 2, "the table has the section 'crescent against the bed's raw limit'")
-        rows = re.findall(r"^(\d+)\s+(\d+)\s+(\d+)\s+\| crescent/inline\s+(\d+) \|\s+(\d+\*?)\s+(\d+)\s+(\d+) \|\s+"
+        rows = re.findall(r"^(\d+)\s+(\d+)\s+(\d+)\s+\| crescent/inline\s+(\d+) \|\s+(\d+(?:x\d+)?)\s+(\d+)\s+(\d+) \|\s+"
                           r"([\d.]+)$", sect[1], re.M)
         check(len(rows) == 4, f"a row per point in that section ({len(rows)})")
         runs = {(x["config"]["msg_size"], x["config"]["iodepth"]): x["result"]["rps"] for x in d["runs"]}
@@ -464,10 +485,10 @@ def case_memif_sweep_raw():
             check(abs(int(rrps) - rps[key]) <= 1 and abs(int(crps) - runs[key]) <= 1 and
                   abs(float(frac) - runs[key] / rps[key]) < 0.002 and float(frac) > 0,
                   f"{size} B qd{depth}: {crps} RPC/s / {rrps} round trips/s = {frac}")
-            check(frame.endswith("*") == (key[0] == 4096), f"{size} B qd{depth}: frame {frame} marked capped "
-                  "only where it is")
-        check("capped at the bed's MTU + 14" in sect[1], "the table says what the * means")
-        check("capped at 1514 B" in p.stderr, "the sweep said the 4 KiB frame was capped")
+            check(frame == ("1514x3" if key[0] == 4096 else "166"), f"{size} B qd{depth}: frame {frame} (x3 only "
+                  "where the request takes three frames)")
+        check("answered once all N are in" in sect[1], "the table says what xN means")
+        check("sent as a message of 3 frames" in p.stderr, "the sweep said the 4 KiB request went as 3 frames")
 
 
 CASES = {
