@@ -162,15 +162,16 @@ rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& 
     }
     // One frame (the usual case): the checksum runs over the copy, one span;
     // a chain of copies (a TSO fallback): over the views.
-    std::array<wire::Bytes, tcp::kMaxTxViews> body;
-    size_t nbody = 0;
     if (m->nb_segs == 1) {
-        if (payload_len != 0) body[nbody++] = wire::Bytes(rte_pktmbuf_mtod_offset(m, const std::byte*, hdr_len), payload_len);
+        const wire::Bytes copy(rte_pktmbuf_mtod_offset(m, const std::byte*, hdr_len), payload_len);
+        emit_headers(rte_pktmbuf_mtod(m, std::byte*), s, dst_mac, tcp_len, payload_len,
+                     std::span<const wire::Bytes>(&copy, payload_len != 0 ? 1 : 0));
     } else {
-        nbody = payload_spans(s, body);
+        std::array<wire::Bytes, tcp::kMaxTxViews> body;
+        const size_t nbody = payload_spans(s, body);
+        emit_headers(rte_pktmbuf_mtod(m, std::byte*), s, dst_mac, tcp_len, payload_len,
+                     std::span<const wire::Bytes>(body.data(), nbody));
     }
-    emit_headers(rte_pktmbuf_mtod(m, std::byte*), s, dst_mac, tcp_len, payload_len,
-                 std::span<const wire::Bytes>(body.data(), nbody));
     m->pkt_len = uint32_t(hdr_len) + payload_len;
     set_tx_offload(m, tcp_len, s.tso_segsz);
     return m;

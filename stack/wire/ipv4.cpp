@@ -43,8 +43,12 @@ Drop parse_ipv4(Bytes packet, bool checksum_verified, Ipv4Repr* out, size_t* pay
         return Drop::IpBadIhl;
     if (packet.size() < header_len)
         return Drop::IpTruncated;
-    if (!checksum_verified && csum_fold(csum_partial(packet.first(header_len))) != 0)
-        return Drop::IpBadChecksum;
+    if (!checksum_verified) {
+        const uint16_t c = header_len == kIpv4HeaderLen ? ipv4_header_csum(packet.data())
+                                                        : csum_fold(csum_partial(packet.first(header_len)));
+        if (c != 0)
+            return Drop::IpBadChecksum;
+    }
     const uint16_t total_len = ld16(packet, 2);
     if (total_len < header_len || total_len > packet.size())
         return Drop::IpBadTotalLength;
@@ -82,7 +86,7 @@ void emit_ipv4(const Ipv4Repr& r, MutBytes out, bool fill_checksum)
     st32(out, 12, r.src.v);
     st32(out, 16, r.dst.v);
     if (fill_checksum)
-        st16(out, 10, csum_fold(csum_partial(out.first(kIpv4HeaderLen))));
+        st16(out, 10, ipv4_header_csum(out.data()));
 }
 
 } // namespace crescent::wire

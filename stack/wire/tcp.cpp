@@ -295,9 +295,16 @@ void emit_tcp(const TcpRepr& r, const Ipv4Repr& ip, MutBytes header, std::span<c
         return;
     }
     CsumChain chain(pseudo);
-    chain.add(header.first(header_len));
-    for (Bytes p : payload)
-        chain.add(p);
+    size_t i = 0;
+    if (!payload.empty() && payload[0].data() == header.data() + header_len) {
+        // The payload copied right behind the header (one frame): one span.
+        chain.add(Bytes(header.data(), header_len + payload[0].size()));
+        i = 1;
+    } else {
+        chain.add(header.first(header_len));
+    }
+    for (; i < payload.size(); ++i)
+        chain.add(payload[i]);
     st16(header, 16, chain.fold());
 }
 

@@ -412,6 +412,17 @@ TEST_CASE("emit_tcp: Full over odd-length payload spans, PseudoOnly as a device 
     put16(seg, 16, ref_csum(seg));
     REQUIRE(parse_tcp(seg, fr.ip, false, &got, &off) == Drop::None);
 
+    // Full, the payload's first span lying right behind the header (a frame
+    // built by copy: summed with the header as one span), the rest elsewhere.
+    for (size_t first : {size_t(0), size_t(1), size_t(333), size_t(1001)}) {
+        put16(seg, 16, 0xdead);
+        const Bytes in_frame = Bytes(seg).subspan(hl, first);
+        const Bytes split[] = {in_frame, Bytes(payload).subspan(first)};
+        emit_tcp(fr.tcp, fr.ip, MutBytes(seg).first(hl), split, CsumMode::Full);
+        INFO("first span " << first);
+        CHECK(ref_csum(seg, ref_sum(pseudo)) == 0);
+    }
+
     emit_tcp(fr.tcp, fr.ip, MutBytes(seg).first(hl), spans, CsumMode::None);
     CHECK(get16(seg, 16) == 0);
     CHECK(parse_tcp(seg, fr.ip, false, &got, &off) == Drop::TcpBadChecksum);
