@@ -1,37 +1,56 @@
 // crescent — the RPC wire format: the 32-byte header and the names of kinds and
 // statuses (include/crescent/rpc/protocol.hpp has the layout).
 //
-// Every field is stored and loaded byte by byte in little-endian order, so the
-// code is right on any host and never depends on the layout of `Header` in
-// memory (compilers turn the shifts into single loads and stores on x86-64).
+// Every field is stored and loaded in little-endian order, one unaligned
+// load or store each (byte-swapped on a big-endian host), so the code never
+// depends on the layout of `Header` in memory. (GCC 12 did not merge the
+// byte-by-byte shifts this replaced: 8 loads for a 64-bit field.)
 #include <crescent/rpc/protocol.hpp>
 
+#include <bit>
 #include <cstdio>
+#include <cstring>
 
 namespace crescent::rpc {
 
 namespace {
 
+// Little-endian fields: one load or store (and a byte swap on a big-endian
+// host), at any alignment.
+inline uint16_t bswap(uint16_t v) { return __builtin_bswap16(v); }
+inline uint32_t bswap(uint32_t v) { return __builtin_bswap32(v); }
+inline uint64_t bswap(uint64_t v) { return __builtin_bswap64(v); }
+template <class T>
+T to_le(T v) {
+    if constexpr (std::endian::native == std::endian::little) return v;
+    else return bswap(v);
+}
 void store_le16(std::byte* p, uint16_t v) {
-    p[0] = std::byte(v);
-    p[1] = std::byte(v >> 8);
+    v = to_le(v);
+    std::memcpy(p, &v, sizeof v);
 }
 void store_le32(std::byte* p, uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = std::byte(v >> (8 * i));
+    v = to_le(v);
+    std::memcpy(p, &v, sizeof v);
 }
 void store_le64(std::byte* p, uint64_t v) {
-    for (int i = 0; i < 8; ++i) p[i] = std::byte(v >> (8 * i));
+    v = to_le(v);
+    std::memcpy(p, &v, sizeof v);
 }
-uint16_t load_le16(const std::byte* p) { return uint16_t(uint16_t(p[0]) | uint16_t(p[1]) << 8); }
+uint16_t load_le16(const std::byte* p) {
+    uint16_t v;
+    std::memcpy(&v, p, sizeof v);
+    return to_le(v);
+}
 uint32_t load_le32(const std::byte* p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t(p[i]) << (8 * i);
-    return v;
+    uint32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return to_le(v);
 }
 uint64_t load_le64(const std::byte* p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= uint64_t(p[i]) << (8 * i);
-    return v;
+    uint64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return to_le(v);
 }
 
 // Names of values outside the enums ("status(77)", "app(1003)", "kind(9)") are

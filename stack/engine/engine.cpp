@@ -105,18 +105,6 @@ EngineImpl::~EngineImpl() {
 
 // ---- connection table ----------------------------------------------------------
 
-EngineImpl::ConnState* EngineImpl::state_of(uint32_t index, uint32_t gen) {
-    if (index >= conns_.size()) return nullptr;
-    ConnState& s = conns_[index];
-    return s.live && s.gen == gen ? &s : nullptr;
-}
-
-const EngineImpl::ConnState* EngineImpl::state_of(uint32_t index, uint32_t gen) const {
-    if (index >= conns_.size()) return nullptr;
-    const ConnState& s = conns_[index];
-    return s.live && s.gen == gen ? &s : nullptr;
-}
-
 EngineImpl::ConnState& EngineImpl::register_conn(tcp::ConnId id, Handler* h) {
     if (id.index >= conns_.size()) conns_.resize(std::max<size_t>(id.index + 1, conns_.size() * 2));
     ConnState& s = conns_[id.index];

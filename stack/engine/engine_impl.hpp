@@ -192,8 +192,15 @@ private:
         Instant deadline;
     };
 
-    ConnState* state_of(uint32_t index, uint32_t gen);
-    const ConnState* state_of(uint32_t index, uint32_t gen) const;
+    // The live connection (index, gen), or nullptr: several times per segment.
+    ConnState* state_of(uint32_t index, uint32_t gen) {
+        if (index >= conns_.size()) return nullptr;
+        ConnState& s = conns_[index];
+        return s.live && s.gen == gen ? &s : nullptr;
+    }
+    const ConnState* state_of(uint32_t index, uint32_t gen) const {
+        return const_cast<EngineImpl*>(this)->state_of(index, gen);
+    }
     Conn handle(tcp::ConnId id) { return Conn(this, id.index, id.gen); }
     ConnState& register_conn(tcp::ConnId id, Handler* h);
 
