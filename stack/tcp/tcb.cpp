@@ -1043,11 +1043,6 @@ void Tcb::to_closed(CloseReason why, Actions& out) {
 // ============================================================================
 // 7. output
 
-uint32_t Tcb::rcv_window_bytes() const {
-    uint32_t held = rcv_.unread + reasm_.bytes();
-    return held >= cfg_.rcv_buf ? 0 : cfg_.rcv_buf - held;
-}
-
 // The window field for a non-SYN segment. RFC 9293 §3.8.6.2.2 receiver SWS
 // avoidance: the right edge only moves by at least min(RCV.BUFF/2, MSS); it
 // never moves left (§3.8.6.2.2 "shrinking the window" is discouraged).
@@ -1064,17 +1059,6 @@ uint16_t Tcb::advertise_window() {
     const uint16_t field = window_field();
     if (field == 0) ++st_.zero_window_sent;
     return field;
-}
-
-uint16_t Tcb::window_field() const {
-    int32_t wnd = rcv_.adv - rcv_.nxt;
-    uint32_t w = wnd > 0 ? uint32_t(wnd) : 0;
-    return uint16_t(std::min<uint32_t>(w >> rcv_.wscale, 0xffff));
-}
-
-uint32_t Tcb::in_flight() const {
-    if (in_recovery_ && sack_ok_) return sb_.pipe(snd_.una, snd_.max, high_rxt_, snd_.mss);
-    return uint32_t(snd_.nxt - snd_.una);
 }
 
 // Congestion window usable for new transmissions (bytes beyond what is in flight).
@@ -1285,25 +1269,6 @@ uint32_t Tcb::emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant n
     return n + (fin ? 1 : 0);
 }
 
-bool Tcb::can_send_data() const {
-    switch (state_) {
-    case State::Established:
-    case State::CloseWait:
-    case State::FinWait1:
-    case State::Closing:
-    case State::LastAck:
-        return true;
-    case State::Closed:
-    case State::Listen:
-    case State::SynSent:
-    case State::SynReceived:
-    case State::FinWait2:
-    case State::TimeWait:
-        return false;
-    }
-    return false;
-}
-
 // RFC 6675 §5 (C): while cwnd - pipe >= SMSS, send what NextSeg() names.
 void Tcb::output_recovery(Instant now, Actions& out) {
     if (high_rxt_ - snd_.una < 0) high_rxt_ = snd_.una;
@@ -1396,10 +1361,6 @@ void Tcb::output(Instant now, Actions& out) {
 // 8. timers
 
 void Tcb::arm_rto(Instant now) { rto_at_ = now + rto_; }
-
-void Tcb::update_deadline() {
-    deadline_ = min(min(min(rto_at_, persist_at_), min(delack_at_, keepalive_at_)), state_at_);
-}
 
 void Tcb::on_rto(Instant now, Actions& out) {
     rto_at_ = Instant::never();
@@ -1632,12 +1593,6 @@ void Tcb::abort(Instant now, Actions& out) {
         break;
     }
     to_closed(CloseReason::AbortedLocally, out);
-}
-
-bool Tcb::has_pending_output() const {
-    if (ack_now_ || ack_at_flush_ || window_update_due_) return true;
-    if (!can_send_data()) return false;
-    return data_end() - snd_.nxt > 0 || (fin_queued_ && !fin_sent_);
 }
 
 Stats Tcb::stats() const {

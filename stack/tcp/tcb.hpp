@@ -579,4 +579,52 @@ private:
     Stats st_;
 };
 
+// Small accessors the segment path calls several times per segment, here so
+// that every caller (host.cpp too) can inline them.
+
+inline uint32_t Tcb::rcv_window_bytes() const {
+    uint32_t held = rcv_.unread + reasm_.bytes();
+    return held >= cfg_.rcv_buf ? 0 : cfg_.rcv_buf - held;
+}
+
+inline uint16_t Tcb::window_field() const {
+    int32_t wnd = rcv_.adv - rcv_.nxt;
+    uint32_t w = wnd > 0 ? uint32_t(wnd) : 0;
+    return uint16_t(std::min<uint32_t>(w >> rcv_.wscale, 0xffff));
+}
+
+inline uint32_t Tcb::in_flight() const {
+    if (in_recovery_ && sack_ok_) return sb_.pipe(snd_.una, snd_.max, high_rxt_, snd_.mss);
+    return uint32_t(snd_.nxt - snd_.una);
+}
+
+inline bool Tcb::can_send_data() const {
+    switch (state_) {
+    case State::Established:
+    case State::CloseWait:
+    case State::FinWait1:
+    case State::Closing:
+    case State::LastAck:
+        return true;
+    case State::Closed:
+    case State::Listen:
+    case State::SynSent:
+    case State::SynReceived:
+    case State::FinWait2:
+    case State::TimeWait:
+        return false;
+    }
+    return false;
+}
+
+inline void Tcb::update_deadline() {
+    deadline_ = min(min(min(rto_at_, persist_at_), min(delack_at_, keepalive_at_)), state_at_);
+}
+
+inline bool Tcb::has_pending_output() const {
+    if (ack_now_ || ack_at_flush_ || window_update_due_) return true;
+    if (!can_send_data()) return false;
+    return data_end() - snd_.nxt > 0 || (fin_queued_ && !fin_sent_);
+}
+
 } // namespace crescent::tcp
