@@ -71,7 +71,7 @@ constexpr uint16_t kEtherType = 0x88B5;      // IEEE 802 local experimental ethe
 constexpr uint32_t kMagic = 0x7262'6e6b;     // "knbr"
 constexpr uint32_t kMinFrame = 60;           // Ethernet minimum without FCS
 constexpr uint32_t kMaxFrame = 9014;         // jumbo MTU + Ethernet header (checked against the port's MTU)
-constexpr uint64_t kMaxSizeAsked = 1u << 21; // --size with --fit-mtu (lowered to the port's largest frame)
+constexpr uint64_t kMaxSizeAsked = 1u << 21; // --size with --fit-mtu or --split (lowered to the port's largest frame)
 constexpr uint16_t kBurst = 32;
 constexpr unsigned kMaxQueues = 64;
 constexpr uint32_t kMaxDepth = 4096;
@@ -140,9 +140,10 @@ const char* kUsage =
     "MTU+14 (said on stderr; the JSON has size, size_asked and capped); --split sends a larger --size as a\n"
     "message of ceil(size / (MTU+14)) frames that the reflector answers as a whole, in one burst, once the last\n"
     "has arrived (the round trip of a multi-frame RPC; the JSON has frames and message). --iodepth frames (or\n"
-    "messages) are kept in flight per queue; memif queue i of one side meets queue i of the other. --iface uses AF_XDP with the PMD's own XDP\n"
-    "program (every frame of the queue goes to DPDK). --idle-sleep-us N: after 1000 empty polls each loop naps\n"
-    "N us per empty poll (as crescent's engines do), so that busy processes can share CPUs (default: spin).\n"
+    "messages) are kept in flight per queue; memif queue i of one side meets queue i of the other. --iface\n"
+    "uses AF_XDP with the PMD's own XDP program (every frame of the queue goes to DPDK). --idle-sleep-us N:\n"
+    "after 1000 empty polls each loop naps N us per empty poll (as crescent's engines do), so that busy\n"
+    "processes can share CPUs (default: spin).\n"
     "Exit: 0 ok, 1 the run failed, 2 bad options.\n";
 
 struct BadArgs {
