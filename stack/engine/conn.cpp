@@ -155,7 +155,6 @@ size_t EngineImpl::conn_read(uint32_t index, uint32_t gen, void* buf, size_t len
     if (done) {
         s->rxq_bytes -= done;
         host_.consume(tcp::ConnId{index, gen}, uint32_t(done));
-        mark_flush();
     }
     return done;
 }
@@ -180,7 +179,6 @@ size_t EngineImpl::conn_read_slices(uint32_t index, uint32_t gen, std::vector<Sl
     if (done) {
         s->rxq_bytes -= done;
         host_.consume(tcp::ConnId{index, gen}, uint32_t(done));
-        mark_flush();
     }
     return done;
 }
@@ -290,7 +288,6 @@ void EngineImpl::conn_release_window(uint32_t index, uint32_t gen, size_t bytes)
     const size_t n = std::min(bytes, s->held);
     s->held -= n;
     host_.consume(tcp::ConnId{index, gen}, uint32_t(n));
-    mark_flush();
 }
 
 size_t EngineImpl::conn_held_window(uint32_t index, uint32_t gen) const {

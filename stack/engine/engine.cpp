@@ -366,7 +366,6 @@ void EngineImpl::process(tcp::Actions& a, Instant now) {
                 ConnState* s = state_of(r.conn.index, r.conn.gen);
                 if (!s) {  // not (or no longer) the application's: release the window
                     host_.consume(r.conn, uint32_t(r.data.size()));
-                    mark_flush();
                     continue;
                 }
                 s->rxq_bytes += r.data.size();
@@ -415,8 +414,9 @@ void EngineImpl::deliver_inline(tcp::Actions& a, size_t begin, size_t end) {
         s->held += bytes;  // the window reopens by them at release_window()
         return;
     }
+    // A window update this makes due marks the Host's slot dirty, and the
+    // burst's end flushes it; not application output, so no early flush.
     host_.consume(id, bytes);
-    mark_flush();
 }
 
 void EngineImpl::handle_event(const tcp::Event& ev, Instant now) {

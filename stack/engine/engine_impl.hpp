@@ -319,7 +319,10 @@ private:
 
     tcp::Actions act_;                 // output of engine-initiated Host calls
     tcp::Actions app_act_;             // output of application-initiated Host calls
-    bool need_flush_ = false;          // the Host has queued work (send/consume/close)
+    // The application queued work (send, shutdown, close). A consume() that
+    // makes a window update due marks the Host's slot dirty instead, so it
+    // is flushed at the burst's end without counting as application output.
+    bool need_flush_ = false;
     bool closing_all_ = false;         // close_all(): report AbortedLocally as EngineStopped
 
     StableTable<ConnState> conns_;     // never relocates: ConnState holds a deque of Slices
