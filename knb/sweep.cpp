@@ -292,6 +292,14 @@ pid_t spawn(const std::string& script, const std::string& log) {
     _exit(127);
 }
 
+// "status 3", "signal 11 (Segmentation fault)": how a child ended.
+std::string describe_status(int status) {
+    if (WIFEXITED(status)) return "status " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status))
+        return "signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    return "status " + std::to_string(status);
+}
+
 // Waits up to `limit` for `pid`; kills it (INT, then KILL) when over. Exit status or -1.
 int wait_for(pid_t pid, std::chrono::milliseconds limit) {
     const auto until = std::chrono::steady_clock::now() + limit;
@@ -565,37 +573,17 @@ private:
     }
 
     // --raw: one reflector for `threads` queues on the server side, a ping per size x iodepth point.
+    // DPDK 22.11's memif server can crash when a client disconnects while its
+    // queue is polled (the PMD unmaps the shared rings in its interrupt thread
+    // with no wait for the data path: SIGSEGV reading a ring's head). A
+    // reflector found dead before a ping is said on stderr and started again,
+    // so one disconnect does not fail the points after it.
     void run_raw(uint64_t threads) {
         const std::string t = std::to_string(threads);
         const std::string rlog = sw.out + "/raw-reflect-t" + t + ".log";
-        // The bed's device for knb raw: AF_XDP on the veth end, or the memif EAL arguments.
-        auto device = [](const char* side) {
-            return "if [ -n \"$KNB_" + std::string(side) + "_IFACE\" ]; then set -- --iface \"$KNB_" + side +
-                   "_IFACE\"; else set -- --eal \"$KNB_" + side + "_EAL\"; fi; ";
-        };
-        std::string cmd = bed_env() + device("SERVER") + "exec $KNB_SERVER_WRAP " + sh_quote(sw.knb_path) +
-                          " raw reflect \"$@\" --queues " + t + " --file-prefix \"$KNB_SERVER_PREFIX\"";
-        if (!sw.server_cpus.empty()) cmd += " --cpus " + sh_quote(sw.server_cpus);
-        if (!sw.raw_args.empty()) cmd += " " + sw.raw_args;
-        pid_t refl = spawn(cmd, rlog);
-        std::string why;
-        const auto until = std::chrono::steady_clock::now() + 30s;
-        while (refl > 0 && !g_interrupted) {
-            const std::string text = read_file(rlog);
-            if (text.find("reflecting ethertype") != std::string::npos) break;
-            int status;
-            if (waitpid(refl, &status, WNOHANG) == refl) {
-                refl = -1;
-                why = "the raw reflector (" + t + " queue(s)) exited: " + last_line(text);
-                break;
-            }
-            if (std::chrono::steady_clock::now() > until) {
-                why = "the raw reflector did not start within 30 s: " + last_line(text);
-                break;
-            }
-            std::this_thread::sleep_for(50ms);
-        }
-        if (refl < 0 && why.empty()) why = "cannot start the raw reflector: fork failed";
+        std::string why, log = rlog;
+        int starts = 1;
+        pid_t refl = start_reflector(threads, log, &why);
         for (uint64_t size : sw.sizes)
             for (uint64_t qd : sw.iodepths) {
                 if (g_interrupted) break;
@@ -607,19 +595,63 @@ private:
                                  " (knb raw's bound)\n", r.raw_iodepth, kRawMaxDepth);
                     r.raw_iodepth = kRawMaxDepth;
                 }
+                int status = 0;
+                if (refl > 0 && waitpid(refl, &status, WNOHANG) == refl) {
+                    log = sw.out + "/raw-reflect-t" + t + "-" + std::to_string(++starts) + ".log";
+                    std::fprintf(stderr, "knb sweep: raw: the reflector has exited (%s); starting it again (logs: %s, "
+                                 "%s)\n", describe_status(status).c_str(), rlog.c_str(), log.c_str());
+                    refl = start_reflector(threads, log, &why);
+                }
                 if (!why.empty()) {
                     r.error = why;
                     finish_raw(std::move(r));
                     continue;
                 }
-                run_ping(std::move(r), device("CLIENT"));
+                run_ping(std::move(r), raw_device("CLIENT"));
             }
         if (refl > 0) {
             kill(refl, SIGINT);
             const int rc = wait_for(refl, 15s);
             if (rc != 0 && rc != 130)
-                std::fprintf(stderr, "knb sweep: the raw reflector exited with status %d (log: %s)\n", rc, rlog.c_str());
+                std::fprintf(stderr, "knb sweep: the raw reflector exited with status %d (log: %s)\n", rc, log.c_str());
         }
+    }
+
+    // The bed's device for knb raw: AF_XDP on the veth end, or the memif EAL arguments.
+    static std::string raw_device(const char* side) {
+        return "if [ -n \"$KNB_" + std::string(side) + "_IFACE\" ]; then set -- --iface \"$KNB_" + side +
+               "_IFACE\"; else set -- --eal \"$KNB_" + side + "_EAL\"; fi; ";
+    }
+
+    // Starts `knb raw reflect` with `threads` queues and waits until it
+    // reflects; its pid, or -1 with *why saying what went wrong.
+    pid_t start_reflector(uint64_t threads, const std::string& rlog, std::string* why) {
+        const std::string t = std::to_string(threads);
+        std::string cmd = bed_env() + raw_device("SERVER") + "exec $KNB_SERVER_WRAP " + sh_quote(sw.knb_path) +
+                          " raw reflect \"$@\" --queues " + t + " --file-prefix \"$KNB_SERVER_PREFIX\"";
+        if (!sw.server_cpus.empty()) cmd += " --cpus " + sh_quote(sw.server_cpus);
+        if (!sw.raw_args.empty()) cmd += " " + sw.raw_args;
+        pid_t refl = spawn(cmd, rlog);
+        if (refl < 0) {
+            *why = "cannot start the raw reflector: fork failed";
+            return -1;
+        }
+        const auto until = std::chrono::steady_clock::now() + 30s;
+        while (!g_interrupted) {
+            const std::string text = read_file(rlog);
+            if (text.find("reflecting ethertype") != std::string::npos) return refl;
+            int status;
+            if (waitpid(refl, &status, WNOHANG) == refl) {
+                *why = "the raw reflector (" + t + " queue(s)) exited: " + last_line(text);
+                return -1;
+            }
+            if (std::chrono::steady_clock::now() > until) {
+                *why = "the raw reflector did not start within 30 s: " + last_line(text);
+                return refl;  // killed at the end
+            }
+            std::this_thread::sleep_for(50ms);
+        }
+        return refl;
     }
 
     void run_ping(RawPoint r, const std::string& device) {

@@ -42,7 +42,9 @@ Exit: 0 pass, 1 fail, 77 skip (not root).
                      point, the RPC request's frame (166 B; 4198 B as 3 frames of 1514 B), iodepth x
                      conns in flight and a verified ping result; the table's section "crescent
                      against the bed's raw limit" has a fraction per point; --raw without
-                     crescent is refused in one line (exit 2).
+                     crescent is refused in one line (exit 2); a reflector that dies (a stand-in
+                     that takes SIGSEGV) is said on stderr and started again, and the point
+                     after it still gets its raw round trips.
 """
 import json
 import os
@@ -489,6 +491,31 @@ def case_memif_sweep_raw():
                   "where the request takes three frames)")
         check("answered once all N are in" in sect[1], "the table says what xN means")
         check("sent as a message of 3 frames" in p.stderr, "the sweep said the 4 KiB request went as 3 frames")
+        # A reflector that dies (as DPDK 22.11's memif server can when a client
+        # disconnects) is started again before the next ping: here the first
+        # one says it reflects and takes SIGSEGV at once.
+        wrap = f"/tmp/{NAME}-knb-wrap.sh"
+        once = f"/tmp/{NAME}-knb-wrap.once"
+        b.files += [wrap, once, js + "2"]
+        with open(wrap, "w") as f:
+            f.write("#!/bin/bash\n"
+                    f'if [ "$1 $2" = "raw reflect" ] && [ ! -e {once} ]; then touch {once}; '
+                    'echo "knb raw reflect: reflecting ethertype 0x88B5 (a stand-in)"; kill -SEGV $$; fi\n'
+                    f'exec {KNB} "$@"\n')
+        os.chmod(wrap, 0o755)
+        p = subprocess.run([KNB, "sweep", "--knb", wrap, "--bed", "memif", "--raw", "--stacks", "crescent",
+                            "--modes", "inline", "--sizes", "64", "--iodepths", "1", "--duration", "0.5",
+                            "--warmup", "0.2", "--json", js + "2", "--out", out + "2"] + cpus,
+                           capture_output=True, text=True, timeout=120, env=ENV)
+        subprocess.run(["rm", "-rf", out + "2"], timeout=30)
+        check(p.returncode == 0 and "the reflector has exited (signal 11" in p.stderr and
+              "starting it again" in p.stderr,
+              f"a dead reflector is said and started again; the sweep passes (rc {p.returncode}): "
+              f"{p.stderr.strip()[-800:]}")
+        with open(js + "2") as f:
+            d = json.load(f)
+        check(len(d["raw"]) == 1 and d["raw"][0]["ok"] and d["raw"][0]["result"]["round_trips"] > 0,
+              "the point after the restart has its raw round trips")
 
 
 CASES = {
