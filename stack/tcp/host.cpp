@@ -513,6 +513,13 @@ void Host::on_segment(Ipv4Addr src, Ipv4Addr dst, uint8_t ip_ecn, const TcpRepr&
         ++m.stats.drop_wrong_dst;
         return;
     }
+    if (src == dst) {
+        // From our own address (RFC 1122 §3.2.1.3: a source that cannot be
+        // right): the engine's parse drops these (IpBadSource); a direct
+        // caller's must not make us answer ourselves, in a loop.
+        ++m.stats.drop_land;
+        return;
+    }
     if (auto slot = m.map.find(tuple_key(src, seg.src_port, seg.dst_port))) {
         uint32_t i = *slot;
         if (const TimeWait* tw = m.slots[i].tw.get()) {

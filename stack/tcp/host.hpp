@@ -41,6 +41,7 @@ struct HostConfig {
 struct HostStats {
     uint64_t segs_in = 0;
     uint64_t drop_wrong_dst = 0;       // destination address is not ours
+    uint64_t drop_land = 0;            // source address is ours too (a LAND segment): never answered
     uint64_t drop_no_listener = 0;     // no TCB and no listener: RST sent (or not, for a RST)
     uint64_t rst_sent = 0;
     uint64_t rst_rate_limited = 0;

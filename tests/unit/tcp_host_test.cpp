@@ -177,6 +177,14 @@ TEST_CASE("RFC 9293 §3.10.7.1 segments to a closed port get a RST", "[tcp][host
     CHECK(h.stats().drop_no_listener == 3);
     h.on_segment(kB, kB, 0, syn_to(4000, 80, 100), Slice(), now, out);
     CHECK(h.stats().drop_wrong_dst == 1);
+    // A SYN "from" our own address to a listening port: dropped, never
+    // answered (found by fuzz_tcb: the SYN-ACK went to ourselves).
+    REQUIRE(h.listen(81, 4) == ListenResult::Ok);
+    out.clear();
+    h.on_segment(kA, kA, 0, syn_to(81, 81, 100), Slice(), now, out);
+    CHECK(out.segments.empty());
+    CHECK(h.stats().drop_land == 1);
+    CHECK(h.stats().accepted == 0);
 }
 
 TEST_CASE("RFC 9293 §3.10.7.2 LISTEN: handshake, accept queue, ESTABLISHED", "[tcp][host]") {
