@@ -239,7 +239,6 @@ struct Host::Impl {
         return std::nullopt;
     }
 
-    // Slot i's timer follows its connection's next deadline.
     // Slot i has output for the next flush().
     void mark_dirty(uint32_t i) {
         if (slots[i].dirty) return;
@@ -247,6 +246,7 @@ struct Host::Impl {
         dirty.push_back(i);
     }
 
+    // Slot i's timer follows its connection's next deadline.
     void arm(uint32_t i) {
         Slot& s = slots[i];
         timers.set(i, s.tw ? s.tw->expires() : s.tcb->next_deadline());

@@ -46,6 +46,16 @@ inline uint16_t fold64(uint64_t acc)
     return uint16_t(x);
 }
 
+// A 64-bit sum of native-order words as the host-order number of the
+// big-endian 16-bit sum (RFC 1071 §2(B): swap once at the end).
+inline uint16_t host_sum16(uint64_t acc)
+{
+    uint16_t s = fold64(acc);
+    if constexpr (std::endian::native == std::endian::little)
+        s = uint16_t(s << 8 | s >> 8);
+    return s;
+}
+
 // End-around-carry add of two 32-bit partial sums.
 inline uint32_t add_carry(uint32_t a, uint32_t b)
 {
@@ -123,10 +133,7 @@ inline uint16_t sum16(Bytes data)
         else
             acc += uint64_t(uint8_t(*p)) << 8;
     }
-    uint16_t s = fold64(acc);
-    if constexpr (std::endian::native == std::endian::little)
-        s = uint16_t(s << 8 | s >> 8);
-    return s;
+    return host_sum16(acc);
 }
 
 } // namespace
@@ -140,10 +147,7 @@ uint16_t ipv4_header_csum(const std::byte* p)
 {
     uint64_t acc = uint64_t(load_native32(p)) + load_native32(p + 4) + load_native32(p + 8) +
                    load_native32(p + 12) + load_native32(p + 16);
-    uint16_t s = fold64(acc);
-    if constexpr (std::endian::native == std::endian::little)
-        s = uint16_t(s << 8 | s >> 8);
-    return uint16_t(~s);
+    return uint16_t(~host_sum16(acc));
 }
 
 uint16_t csum_fold(uint32_t sum)

@@ -598,11 +598,16 @@ struct OneBurst {
     std::string echoed;          // what came back, in order
 };
 
-// Takes what arrives and answers nothing (its consumption only opens the window).
-struct SinkServer : Handler {
-    uint64_t accepted = 0;
+// Keeps what arrives and answers nothing: the client, and the sink server
+// (whose consumption only opens the window).
+struct Collector : Handler {
+    Conn conn;
+    uint64_t connected = 0;
     std::string got;
-    void on_connected(Conn) override { ++accepted; }
+    void on_connected(Conn c) override {
+        conn = c;
+        ++connected;
+    }
     void on_data(Conn, std::span<Slice> data) override {
         for (const Slice& s : data) got.append(reinterpret_cast<const char*>(s.data()), s.size());
     }
@@ -629,17 +634,9 @@ OneBurst four_segments_one_burst(int id, DispatchMode mode, std::optional<Durati
     auto eb = engine::make_engine(pp.b);
 
     test::EchoServer server;
-    SinkServer sink;
+    Collector sink, client;
     Handler& served = echo ? static_cast<Handler&>(server) : static_cast<Handler&>(sink);
-    auto accepted = [&] { return echo ? server.accepted : sink.accepted; };
-    struct Client : Handler {
-        Conn conn;
-        std::string got;
-        void on_connected(Conn c) override { conn = c; }
-        void on_data(Conn, std::span<Slice> data) override {
-            for (const Slice& s : data) got.append(reinterpret_cast<const char*>(s.data()), s.size());
-        }
-    } client;
+    auto accepted = [&] { return echo ? server.accepted : sink.connected; };
     REQUIRE(eb->listen(7, served) == ListenStatus::Ok);
     Conn c;
     REQUIRE(ea->connect(Endpoint{Ipv4{ipb.v}, 7}, client, &c) == ConnectStatus::Ok);
