@@ -22,6 +22,11 @@
 // overstates it, because a reflector that answers each frame as it comes
 // overlaps the two directions.
 //
+// One-way messages (--resp-size N): the reflector answers each message, once
+// all of it is in, with one frame of N bytes (the frame that completed it,
+// cut to N) and frees the rest, the way a streaming RPC's large request is
+// answered by a small response: the limit of a one-way stream on the bed.
+//
 // Counters: every frame a loop receives is either a round trip, `late` (its
 // slot timed out and was reused), `ignored` (not a knb raw frame: e.g. the
 // kernel's IPv6 ND on a veth), or an error (wrong queue, unknown sequence,
@@ -88,8 +93,10 @@ struct RawHdr {
     uint16_t parts;  // frames in the message (1 without --split)
     uint64_t seq;    // per queue, from 1
     uint64_t tsc;    // rte_rdtsc() when the frame was built
+    uint32_t resp;   // --resp-size: the one frame that answers the message (0: every frame comes back)
+    uint32_t reserved;
 };
-static_assert(sizeof(RawHdr) == 32);
+static_assert(sizeof(RawHdr) == 40);
 constexpr uint32_t kHdrEnd = RTE_ETHER_HDR_LEN + sizeof(RawHdr);
 static_assert(kHdrEnd <= kMinFrame);
 
@@ -115,6 +122,7 @@ struct RawOptions {
     uint64_t size = 64;       // as asked; run_ping() lowers it to the device's largest frame with fit_mtu
     bool fit_mtu = false;
     bool split = false;       // a --size above the largest frame goes as a message of several frames
+    uint32_t resp_size = 0;   // the reflector answers each message with one frame of this length (0: echo)
     uint32_t iodepth = 1;
     double duration = 3;      // ping: measured seconds; reflect: 0 = until SIGINT/SIGTERM
     bool duration_given = false;
@@ -134,12 +142,14 @@ const char* kUsage =
     "       knb raw ping    (--iface IF | --eal \"ARGS\") [--size N (64)] [--iodepth D (1)] [--queues N (1)]\n"
     "                       [--duration S (3)] [--warmup S (1)] [--timeout-ms T (200)] [--peer-mac M (broadcast)]\n"
     "                       [--fit-mtu | --split] [--bed NAME] [--json FILE] [--file-prefix P] [--cpus LIST]\n"
-    "                       [--idle-sleep-us N]\n"
+    "                       [--resp-size N] [--idle-sleep-us N]\n"
     "Frames of ethertype 0x88B5 between two DPDK processes, no TCP: the packet round-trip limit of the bed.\n"
     "--size is the frame length with its Ethernet header (60..MTU+14); --fit-mtu lowers a larger --size to\n"
     "MTU+14 (said on stderr; the JSON has size, size_asked and capped); --split sends a larger --size as a\n"
     "message of ceil(size / (MTU+14)) frames that the reflector answers as a whole, in one burst, once the last\n"
-    "has arrived (the round trip of a multi-frame RPC; the JSON has frames and message). --iodepth frames (or\n"
+    "has arrived (the round trip of a multi-frame RPC; the JSON has frames and message). --resp-size N has the\n"
+    "reflector answer each message with one frame of N bytes (60..the message's smallest frame) instead: the\n"
+    "limit of a one-way stream of --size messages, each answered by a small response. --iodepth frames (or\n"
     "messages) are kept in flight per queue; memif queue i of one side meets queue i of the other. --iface\n"
     "uses AF_XDP with the PMD's own XDP program (every frame of the queue goes to DPDK). --idle-sleep-us N:\n"
     "after 1000 empty polls each loop naps N us per empty poll (as crescent's engines do), so that busy\n"
@@ -242,6 +252,11 @@ std::string parse(int argc, char** argv, RawOptions* o) {
             o->fit_mtu = true;
         } else if (ping && f == "--split") {
             o->split = true;
+        } else if (ping && f == "--resp-size") {
+            if (!(v = value())) return need(v);
+            if (!parse_u64(v, kMinFrame, kMaxFrame, &n))
+                return "--resp-size: '" + std::string(v) + "' is not a frame length in 60..9014";
+            o->resp_size = uint32_t(n);
         } else if (ping && f == "--iodepth") {
             if (!(v = value())) return need(v);
             if (!parse_u64(v, 1, kMaxDepth, &n)) return "--iodepth: '" + std::string(v) + "' is not a number in 1..4096";
@@ -274,6 +289,9 @@ std::string parse(int argc, char** argv, RawOptions* o) {
     if (ping && !o->fit_mtu && !o->split && o->size > kMaxFrame)
         return "--size: '" + std::to_string(o->size) + "' is not a frame length in 60..9014 (or give --fit-mtu or --split)";
     if (ping && uint64_t(o->iodepth) > 65535) return "--iodepth is above 65535";
+    if (ping && o->resp_size > o->size)
+        return "--resp-size " + std::to_string(o->resp_size) + " is larger than --size " + std::to_string(o->size) +
+               ": the reflector answers with a frame of the message, cut";
     return {};
 }
 
@@ -357,8 +375,22 @@ struct ReflectLoop {
         }
     }
 
+    // A complete message that asks for one reply frame (RawHdr::resp): `m`,
+    // the frame that completed it, cut to that length. The pinger checks that
+    // the length fits every frame of the message.
+    void answer(rte_mbuf* m, const RawHdr& h) {
+        const uint32_t len = rte_pktmbuf_pkt_len(m);
+        if (h.resp < kHdrEnd || h.resp > len || rte_pktmbuf_trim(m, uint16_t(len - h.resp)) != 0) {
+            ++ignored;  // not a reply this frame can carry: the pinger counts the message lost
+            rte_pktmbuf_free(m);
+            return;
+        }
+        send_back(m);
+    }
+
     // A part of a multi-frame message: held until all `parts` of its
-    // (queue, seq) are in, then they all go back in arrival order.
+    // (queue, seq) are in, then they all go back in arrival order (with
+    // RawHdr::resp, the last one alone, as the answer).
     void gather(rte_mbuf* m, const RawHdr& h) {
         held.push_back(Held{m, h.seq, h.queue});
         size_t have = 0;
@@ -366,9 +398,11 @@ struct ReflectLoop {
         if (have >= h.parts) {
             size_t keep = 0;
             for (const Held& x : held) {
-                if (x.seq == h.seq && x.queue == h.queue) send_back(x.m);
-                else held[keep++] = x;
+                if (x.seq != h.seq || x.queue != h.queue) held[keep++] = x;
+                else if (h.resp == 0) send_back(x.m);
+                else if (x.m != m) rte_pktmbuf_free(x.m);
             }
+            if (h.resp != 0) answer(m, h);
             held.resize(keep);
         } else if (held.size() > kMaxHeld) {
             rte_pktmbuf_free(held.front().m);  // its message lost a frame long ago
@@ -399,6 +433,10 @@ struct ReflectLoop {
                         gather(m, h);
                         continue;
                     }
+                    if (h.magic == kMagic && h.resp != 0) {
+                        answer(m, h);
+                        continue;
+                    }
                 }
                 send_back(m);
             }
@@ -426,6 +464,7 @@ struct PingLoop {
     uint32_t size = 64;       // each frame but a message's last
     uint32_t parts = 1;       // frames per message (--split)
     uint32_t last_size = 64;  // the message's last frame
+    uint32_t resp = 0;        // --resp-size: one frame of this length answers a message (0: every frame)
     uint64_t warm_tsc = 0, end_tsc = 0, timeout_tsc = 0, drain_tsc = 0;
     double ns_per_tsc = 1;
     std::vector<Slot> slots;
@@ -488,7 +527,7 @@ struct PingLoop {
             eth->dst_addr = peer;
             eth->src_addr = mac;
             eth->ether_type = rte_cpu_to_be_16(kEtherType);
-            RawHdr h{kMagic, index, slot, len, uint16_t(k), uint16_t(parts), s.seq, s.tsc};
+            RawHdr h{kMagic, index, slot, len, uint16_t(k), uint16_t(parts), s.seq, s.tsc, resp, 0};
             std::memcpy(p + RTE_ETHER_HDR_LEN, &h, sizeof(h));
             std::memcpy(p + kHdrEnd, g_pattern.at(s.seq, k), len - kHdrEnd);
         }
@@ -545,8 +584,9 @@ struct PingLoop {
                  std::to_string(parts));
             return;
         }
-        const uint32_t want = part_size(h.part);
-        if (len != want || h.length != want) {
+        // The answer to --resp-size is the frame that completed the message, cut.
+        const uint32_t want = resp != 0 ? resp : part_size(h.part);
+        if (len != want || h.length != part_size(h.part)) {
             fail("came back with " + std::to_string(len) + " bytes, " + std::to_string(want) + " were sent");
             return;
         }
@@ -562,7 +602,7 @@ struct PingLoop {
             fail("came back with its payload changed");
             return;
         }
-        if (++s.back < parts) return;
+        if (++s.back < (resp != 0 ? 1u : parts)) return;
         s.in_flight = false;
         if (now < end_tsc) to_send.push_back(h.slot);
         ++completed;
@@ -748,6 +788,11 @@ int run_ping(const RawOptions& o) {
     const uint32_t last_size =
         parts > 1 ? std::max<uint32_t>(kMinFrame, uint32_t(o.size - uint64_t(parts - 1) * size)) : size;
     const uint64_t message = uint64_t(parts - 1) * size + last_size;
+    if (o.resp_size > std::min(size, last_size)) {
+        std::fprintf(stderr, "knb raw ping: --resp-size %u is larger than the message's smallest frame (%u B): the "
+                     "reflector answers with a frame of the message, cut\n", o.resp_size, std::min(size, last_size));
+        return 2;
+    }
     const dev::LinkStatus link = d.port->wait_link_up(kLinkWaitMs);
     if (!link.up)
         return fail_run("ping", "the link of " + d.port->name() + " (" + d.port->driver() + ") is still down after " +
@@ -770,6 +815,7 @@ int run_ping(const RawOptions& o) {
         l->size = size;
         l->parts = parts;
         l->last_size = last_size;
+        l->resp = o.resp_size;
         l->warm_tsc = t0 + uint64_t(o.warmup * hz);
         l->end_tsc = l->warm_tsc + uint64_t(o.duration * hz);
         l->timeout_tsc = uint64_t(double(o.timeout_ms) * hz / 1e3);
@@ -808,12 +854,15 @@ int run_ping(const RawOptions& o) {
                  p999 = us(hist.percentile(99.9)), mx = us(hist.max()), mn = us(hist.min()), mean = hist.mean() / 1e3;
     const bool ok = errors == 0 && rt > 0 && !interrupted;
 
-    char what[96];
+    char what[160];
+    int w;
     if (parts > 1)
-        std::snprintf(what, sizeof what, "%" PRIu64 " B messages of %u frames (%u B, last %u B)", message, parts, size,
-                      last_size);
+        w = std::snprintf(what, sizeof what, "%" PRIu64 " B messages of %u frames (%u B, last %u B)", message, parts,
+                          size, last_size);
     else
-        std::snprintf(what, sizeof what, "%u B", size);
+        w = std::snprintf(what, sizeof what, "%u B", size);
+    if (o.resp_size != 0 && w > 0 && size_t(w) < sizeof what)
+        std::snprintf(what + w, sizeof what - size_t(w), " answered by one %u B frame", o.resp_size);
     std::printf("knb raw ping: %s (%s) %s iodepth %u x %u queue%s, %.1f s after %.1f s warm-up: %.0f round trips/s "
                 "(%" PRIu64 "; per queue %s), latency us min %.1f p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f, "
                 "lost %" PRIu64 " (+%" PRIu64 " in warm-up), late %" PRIu64 ", errors %" PRIu64 "\n",
@@ -831,13 +880,13 @@ int run_ping(const RawOptions& o) {
         } else {
             std::fprintf(f,
                          "{\"kind\":\"raw\",\"bed\":\"%s\",\"driver\":\"%s\",\"size\":%u,\"iodepth\":%u,\"queues\":%u,"
-                         "\"size_asked\":%" PRIu64 ",\"capped\":%s,\"frames\":%u,\"message\":%" PRIu64 ",\"mtu\":%u,\"seconds\":%.3f,\"warmup\":%.3f,\"round_trips\":%" PRIu64 ",\"rps\":%.1f,\"min_us\":%.2f,"
+                         "\"size_asked\":%" PRIu64 ",\"capped\":%s,\"frames\":%u,\"message\":%" PRIu64 ",\"resp_size\":%u,\"mtu\":%u,\"seconds\":%.3f,\"warmup\":%.3f,\"round_trips\":%" PRIu64 ",\"rps\":%.1f,\"min_us\":%.2f,"
                          "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,"
                          "\"mean_us\":%.2f,\"lost\":%" PRIu64 ",\"lost_warmup\":%" PRIu64 ",\"late\":%" PRIu64
                          ",\"errors\":%" PRIu64 ",\"sent\":%" PRIu64 ",\"unanswered\":%" PRIu64 ",\"ignored\":%" PRIu64
                          ",\"ok\":%s%s%s%s}\n",
                          json_escape(bed).c_str(), json_escape(d.port->driver()).c_str(), size, o.iodepth, o.queues,
-                         o.size, capped ? "true" : "false", parts, message, unsigned(d.port->mtu()), o.duration, o.warmup, rt, rps, mn, p50, p90, p99, p999, mx, mean, lost, lost_warm, late,
+                         o.size, capped ? "true" : "false", parts, message, o.resp_size, unsigned(d.port->mtu()), o.duration, o.warmup, rt, rps, mn, p50, p90, p99, p999, mx, mean, lost, lost_warm, late,
                          errors, sent, unanswered, ignored, ok ? "true" : "false", first_error.empty() ? "" : ",\"error\":\"",
                          json_escape(first_error).c_str(), first_error.empty() ? "" : "\"");
             if (std::fclose(f) != 0) {

@@ -89,6 +89,8 @@ const char* kUsage =
     "  --modes LIST         crescent modes: inline,batch,copy (inline)\n"
     "  --kernel-waits LIST  kernel variants: busy,block (busy,block)\n"
     "  --sizes LIST         message sizes, bytes, up to 1048576 (64,4096)\n"
+    "  --resp-size N        every response N bytes (default: the request's size); e.g. 64 with\n"
+    "                       --sizes 65536: a one-way stream of 64 KiB messages\n"
     "  --iodepths LIST      requests in flight per connection (1,16)\n"
     "  --threads LIST       threads per side (1)\n"
     "  --conns N            connections per thread pair (1)\n"
@@ -104,7 +106,8 @@ const char* kUsage =
     "                       TCP) once per size x iodepth x threads point crescent runs, with the frame\n"
     "                       of the RPC request (102 B of headers + size; above the MTU + 14, a\n"
     "                       message of that many frames, answered as a whole) and iodepth x conns x\n"
-    "                       threads of them in flight per queue; the table puts\n"
+    "                       threads of them in flight per queue (with --resp-size, each answered\n"
+    "                       by one frame of 102 B + N: no larger than the request's frames); the table puts\n"
     "                       crescent's RPC/s beside it as a fraction\n"
     "  --raw-args ARGS      extra flags for knb raw reflect and ping (e.g. --idle-sleep-us 20 when the\n"
     "                       crescent sides nap: more threads than CPUs)\n"
@@ -123,6 +126,7 @@ struct Sweep {
     std::vector<Mode> modes{Mode::Inline};
     std::vector<Wait> waits{Wait::Busy, Wait::Block};
     std::vector<uint64_t> sizes{64, 4096};
+    uint64_t resp_size = 0;  // 0: each response as large as its request
     std::vector<uint64_t> iodepths{1, 16};
     std::vector<uint64_t> threads{1};
     unsigned conns = 1;
@@ -216,6 +220,10 @@ bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
             }
         } else if (f == "--sizes") {
             if (!number_list(v, 1, kMaxMessage, &sw->sizes)) return bad("a list of sizes in 1..1048576");
+        } else if (f == "--resp-size") {
+            std::vector<uint64_t> r;
+            if (!number_list(v, 1, kMaxMessage, &r) || r.size() != 1) return bad("a size in 1..1048576");
+            sw->resp_size = r[0];
         } else if (f == "--iodepths") {
             if (!number_list(v, 1, 1024, &sw->iodepths)) return bad("a list of iodepths in 1..1024");
         } else if (f == "--threads") {
@@ -263,6 +271,10 @@ bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
     if (sw->raw && std::find(sw->stacks.begin(), sw->stacks.end(), Stack::Crescent) == sw->stacks.end())
         return fail("--raw puts crescent beside the bed's raw limit: add crescent to --stacks");
     if (!sw->raw && !sw->raw_args.empty()) return fail("--raw-args is for the --raw runs: give --raw too");
+    if (sw->raw && sw->resp_size > *std::min_element(sw->sizes.begin(), sw->sizes.end()))
+        return fail("--raw with --resp-size " + std::to_string(sw->resp_size) +
+                    ": knb raw answers with a frame of the request, cut, so no response may be larger than a "
+                    "request (the smallest of --sizes)");
     if (access(sw->bed_script.c_str(), X_OK) != 0)
         return fail("--bed-script: " + sw->bed_script + " is not an executable script");
     return true;
@@ -368,16 +380,19 @@ struct RawPoint {
     uint64_t frame = 0;          // what ran (the bed's MTU + 14 when the request needs several)
     uint64_t frames = 1;         // frames per message each way
     uint64_t raw_iodepth = 0;    // messages in flight per queue
+    uint64_t resp_frame = 0;     // --resp-size: the one frame that answers a message (0: the message comes back)
     bool ok = false;
     std::string error;
     std::string doc;             // knb raw ping --json ("" when it wrote none)
     double rps = 0;
 };
 
-// "166" for one frame, "1514x3" for a message of three.
+// "166" for one frame, "1514x3" for a message of three, "1514x45/166" for
+// one answered by a 166 B frame (--resp-size).
 std::string frame_label(const RawPoint& r) {
     std::string s = std::to_string(r.frame ? r.frame : r.frame_wanted);
     if (r.frames > 1) s += "x" + std::to_string(r.frames);
+    if (r.resp_frame != 0) s += "/" + std::to_string(r.resp_frame);
     return s;
 }
 
@@ -538,6 +553,7 @@ private:
         std::string cmd = "$KNB_CLIENT_WRAP " + sh_quote(sw.knb_path) + " client" + common(p) +
                           " --server $KNB_SERVER_IP --msg-size " + std::to_string(p.size) + " --iodepth " +
                           std::to_string(p.iodepth) + " --conns " + std::to_string(sw.conns);
+        if (sw.resp_size != 0) cmd += " --resp-size " + std::to_string(sw.resp_size);
         std::snprintf(num, sizeof num, " --duration %g --warmup %g", sw.duration, sw.warmup);
         cmd += num;
         cmd += " --json " + sh_quote(doc) + " --progress off --label " + variant(p);
@@ -589,6 +605,7 @@ private:
                 if (g_interrupted) break;
                 RawPoint r{size, qd, threads};
                 r.frame_wanted = kRpcFrameOverhead + size;
+                if (sw.resp_size != 0) r.resp_frame = kRpcFrameOverhead + sw.resp_size;
                 r.raw_iodepth = qd * sw.conns * threads;
                 if (r.raw_iodepth > kRawMaxDepth) {
                     std::fprintf(stderr, "knb sweep: raw: %" PRIu64 " frames in flight per queue lowered to %" PRIu64
@@ -664,7 +681,8 @@ private:
         std::string cmd = bed_env() + device + "exec $KNB_CLIENT_WRAP " + sh_quote(sw.knb_path) +
                           " raw ping \"$@\" --queues " + std::to_string(r.threads) + " --size " +
                           std::to_string(r.frame_wanted) + " --split --iodepth " + std::to_string(r.raw_iodepth) +
-                          num + " --bed " + sh_quote(sw.bed) + " --json " + sh_quote(doc) +
+                          (r.resp_frame != 0 ? " --resp-size " + std::to_string(r.resp_frame) : std::string()) + num +
+                          " --bed " + sh_quote(sw.bed) + " --json " + sh_quote(doc) +
                           " --file-prefix \"$KNB_CLIENT_PREFIX\"";
         if (!sw.client_cpus.empty()) cmd += " --cpus " + sh_quote(sw.client_cpus);
         if (!sw.raw_args.empty()) cmd += " " + sw.raw_args;
@@ -732,15 +750,20 @@ private:
                             r.size, r.iodepth, r.threads, variant(p).c_str(), crps, frame.c_str(), r.raw_iodepth, rrps,
                             frac);
             }
-        if (any_split)
+        if (any_split && sw.resp_size == 0)
             std::printf("xN: the request needs N frames of up to the bed's MTU + 14; the raw round trip is a message of "
                         "N frames each way, answered once all N are in\n");
+        if (sw.resp_size != 0)
+            std::printf("xN/R: the request's N frame(s) of up to the bed's MTU + 14 one way, answered once all are in "
+                        "by one frame of R bytes (--resp-size %" PRIu64 ")\n", sw.resp_size);
         std::fflush(stdout);
     }
 
-    static void print_sweep_header() {
+    void print_sweep_header() const {
         std::printf("# one row per run as it ends: RPC/s, payload Gbit/s (both directions), latency us, CPU us per RPC "
                     "on each side (getrusage over the window), retransmissions client+server\n");
+        if (sw.resp_size != 0)
+            std::printf("# size is the request's; every response is %" PRIu64 " B (--resp-size)\n", sw.resp_size);
         std::printf("%-16s %6s %4s %3s %11s %8s %7s %7s %7s %8s %7s %7s %7s\n", "variant", "size", "qd", "thr", "RPC/s",
                     "Gbit/s", "p50", "p90", "p99", "p99.9", "cpu-c", "cpu-s", "retrans");
     }
@@ -789,6 +812,7 @@ private:
         char num[64];
         std::snprintf(num, sizeof num, ",\"duration\":%g,\"warmup\":%g", sw.duration, sw.warmup);
         d += num;
+        if (sw.resp_size != 0) d += ",\"resp_size\":" + std::to_string(sw.resp_size);
         d += ",\"runs\":[";
         bool first = true;
         for (const Point& p : points) {
@@ -817,6 +841,7 @@ private:
                      ",\"conns\":" + std::to_string(sw.conns) + "},\"frame\":" +
                      std::to_string(r.frame ? r.frame : r.frame_wanted) + ",\"frames\":" + std::to_string(r.frames) +
                      ",\"frame_wanted\":" + std::to_string(r.frame_wanted) +
+                     ",\"resp_frame\":" + std::to_string(r.resp_frame) +
                      ",\"raw_iodepth\":" + std::to_string(r.raw_iodepth) + ",\"queues\":" +
                      std::to_string(r.threads) + ",\"ok\":" + (r.ok ? "true" : "false") + ",\"error\":\"" +
                      json_escape(r.error) + "\",\"result\":" + (r.doc.empty() ? "null" : r.doc) + "}";

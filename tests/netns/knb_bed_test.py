@@ -20,11 +20,14 @@ Exit: 0 pass, 1 fail, 77 skip (not root).
                      of 3 frames (1514, 1514, 1170 B) answered as a whole (every part verified;
                      the reflector sent 3 frames per round trip); --size 4198 --fit-mtu runs
                      1514 B frames and says so (capped, size_asked), --size 9100 without either
-                     is refused (exit 2), and so are both together; then
+                     is refused (exit 2), and so are both together; --resp-size: a 4198 B
+                     message of 3 frames and a single 1000 B frame, each answered by ONE cut
+                     frame (166 / 80 B; verified, one frame back per round trip), a
+                     --resp-size above the message's smallest frame refused (exit 2); then
                      2 queues on each side with --idle-sleep-us: both queues carry round trips
                      (memif queue i meets queue i), no frame on the wrong queue.
-  veth_raw           the 64 B runs and the --split run over veth + AF_XDP (reflector in NAME-a,
-                     pinger in NAME-b).
+  veth_raw           the 64 B runs, the --split run and the --split --resp-size run over veth +
+                     AF_XDP (reflector in NAME-a, pinger in NAME-b).
   memif_rpc          knb server/client --stack crescent, one engine per side, over memif
                      (client started first): 64 B at iodepth 1 and 16, 2 s each, sane numbers
                      (ok, requests > 0, no error, every response verified, p50 <= p99 <= max,
@@ -42,7 +45,10 @@ Exit: 0 pass, 1 fail, 77 skip (not root).
                      point, the RPC request's frame (166 B; 4198 B as 3 frames of 1514 B), iodepth x
                      conns in flight and a verified ping result; the table's section "crescent
                      against the bed's raw limit" has a fraction per point; --raw without
-                     crescent is refused in one line (exit 2); a reflector that dies (a stand-in
+                     crescent is refused in one line (exit 2); --resp-size 64 with 4 KiB
+                     requests: the client's document says 64 B responses, the raw point is 3 frames
+                     answered by one 166 B frame (1514x3/166 in the table), and --raw with a
+                     response larger than a request is refused in one line; a reflector that dies (a stand-in
                      that takes SIGSEGV) is said on stderr and started again, and the point
                      after it still gets its raw round trips.
 """
@@ -227,10 +233,11 @@ def case_bed():
 PING_RE = re.compile(r"knb raw ping: .* (\d+) round trips/s \((\d+); per queue ([\d ]+)\).* errors (\d+)")
 
 
-def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None, parts=None):
+def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None, parts=None, resp=None):
     """One reflect + ping pair, 2 s; returns the JSON object after checking it. `extra`: flags
     for both sides; `frame`: the frame length expected when --fit-mtu lowers `size` or --split
-    cuts it into `parts` frames."""
+    cuts it into `parts` frames; `resp`: --resp-size (the pinger's only), one frame of that
+    length answers each message."""
     js = f"/tmp/{NAME}-raw-{tag}.json"
     b.files.append(js)
     one = queues == 1 and CPUS >= 2  # pin each side to its own CPU
@@ -241,7 +248,8 @@ def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None, par
         [a for a in extra if a not in ("--fit-mtu", "--split")]
     ping = [KNB, "raw", "ping"] + raw_dev(b, "CLIENT") + [
         "--queues", queues, "--size", size, "--iodepth", iodepth, "--duration", 2, "--warmup", 0.5,
-        "--file-prefix", b.env["KNB_CLIENT_PREFIX"], "--json", js] + pcpus + list(extra)
+        "--file-prefix", b.env["KNB_CLIENT_PREFIX"], "--json", js] + pcpus + list(extra) + \
+        (["--resp-size", resp] if resp else [])
     if ping_first:
         p = b.start("CLIENT", ping, "knb raw ping")
         time.sleep(1.0)
@@ -279,12 +287,19 @@ def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None, par
     if parts:
         check(f"{size} B messages of {parts} frames ({frame} B, last {size - (parts - 1) * frame} B)" in out,
               f"{tag}: the message's frames are said on the result line")
+    check(j["resp_size"] == (resp or 0), f"{tag}: JSON resp_size {j['resp_size']}")
+    if resp:
+        check(f"answered by one {resp} B frame" in out, f"{tag}: the one-frame answer is said on the result line")
     check(j["round_trips"] > 0 and j["rps"] > 0, f"{tag}: {j['round_trips']} round trips, {j['rps']:.0f}/s")
     check(j["errors"] == 0, f"{tag}: every returned frame verified (errors 0)")
     check(0 < j["p50_us"] <= j["p99_us"] <= j["max_us"], f"{tag}: p50 {j['p50_us']} <= p99 {j['p99_us']} <= max "
           f"{j['max_us']} us")
-    check(reflected >= (parts or 1) * j["round_trips"],
-          f"{tag}: the reflector sent back {reflected} >= {parts or 1} x {j['round_trips']} frames")
+    back = 1 if resp else (parts or 1)  # frames that answer one message
+    check(reflected >= back * j["round_trips"],
+          f"{tag}: the reflector sent back {reflected} >= {back} x {j['round_trips']} frames")
+    if resp:  # one frame per message: no more than were sent, whole messages' worth
+        check(reflected * (parts or 1) <= j["sent"], f"{tag}: one frame back per message ({reflected} for "
+              f"{j['sent']} frames sent in messages of {parts or 1})")
     pm = PING_RE.search(out)
     check(pm is not None, f"{tag}: one result line")
     per_q = [int(x) for x in pm.group(3).split()]
@@ -305,6 +320,9 @@ def case_raw(kind):
             # A 4 KiB request's three frames, answered as a whole (the multi-frame RPC's limit).
             j = raw_run(b, 4198, 2, 1, False, f"{kind}-split", extra=["--split"], frame=1514, parts=3)
             seen.append(f"4198 B as 3 frames qd2: {j['rps']:.0f} rps p50 {j['p50_us']} us")
+            # A one-way stream's limit: the same message answered by one 166 B frame.
+            j = raw_run(b, 4198, 2, 1, False, f"{kind}-resp", extra=["--split"], frame=1514, parts=3, resp=166)
+            seen.append(f"4198 B as 3 frames answered by 166 B qd2: {j['rps']:.0f} rps")
             if kind == "memif":
                 j = raw_run(b, 4198, 4, 1, False, f"{kind}-fit-mtu", extra=["--fit-mtu"], frame=1514)
                 check(j["mtu"] == 1500, "memif MTU 1500 in the JSON")
@@ -316,7 +334,21 @@ def case_raw(kind):
                                     "--fit-mtu", "--split"], capture_output=True, text=True, timeout=30)
                 check(r.returncode == 2 and "give one of --fit-mtu" in r.stderr,
                       f"--fit-mtu with --split is refused: {r.stderr.strip()}")
+                raw_run(b, 1000, 2, 1, False, f"{kind}-resp-1frame", resp=80)
+                r = subprocess.run([KNB, "raw", "ping", "--eal", b.env["KNB_CLIENT_EAL"], "--size", "200",
+                                    "--resp-size", "300"], capture_output=True, text=True, timeout=30)
+                check(r.returncode == 2 and "--resp-size 300 is larger than --size 200" in r.stderr,
+                      f"a --resp-size above the request is refused before EAL starts: {r.stderr.strip()}")
                 raw_run(b, 64, 4, 2, False, f"{kind}-2queues", extra=["--idle-sleep-us", 20])
+            else:
+                # The message's last frame (4198 B = 1514 + 1514 + 1170) bounds the answer.
+                p = b.start("CLIENT", [KNB, "raw", "ping"] + raw_dev(b, "CLIENT") + [
+                    "--file-prefix", b.env["KNB_CLIENT_PREFIX"], "--size", 4198, "--split", "--resp-size", 1300],
+                    "knb raw ping")
+                rc = p.wait(30)
+                check(rc == 2 and "--resp-size 1300 is larger than the message's smallest frame (1170 B)" in p.output(),
+                      f"a --resp-size the message's last frame cannot carry is refused (rc {rc}): "
+                      f"{p.output().strip()[-300:]}")
             print(f"{kind} raw: " + "; ".join(seen))
     return run
 
@@ -491,6 +523,36 @@ def case_memif_sweep_raw():
                   "where the request takes three frames)")
         check("answered once all N are in" in sect[1], "the table says what xN means")
         check("sent as a message of 3 frames" in p.stderr, "the sweep said the 4 KiB request went as 3 frames")
+        # A one-way stream: 4 KiB requests, 64 B responses, beside the raw limit of
+        # 3 frames answered by one 166 B frame.
+        r = subprocess.run([KNB, "sweep", "--bed", "memif", "--json", "/dev/null", "--raw", "--sizes", "64,4096",
+                            "--resp-size", "128"], capture_output=True, text=True, timeout=30, env=ENV)
+        check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--resp-size 128" in r.stderr and
+              "no response may be larger than a request" in r.stderr,
+              f"--raw with a response larger than a request is refused in one line: {r.stderr.strip()}")
+        b.files.append(js + "1")
+        p = subprocess.run([KNB, "sweep", "--bed", "memif", "--raw", "--stacks", "crescent", "--modes", "inline",
+                            "--sizes", "4096", "--resp-size", "64", "--iodepths", "2", "--duration", "0.5",
+                            "--warmup", "0.2", "--json", js + "1", "--out", out + "1"] + cpus,
+                           capture_output=True, text=True, timeout=120, env=ENV)
+        subprocess.run(["rm", "-rf", out + "1"], timeout=30)
+        print(p.stdout)
+        check(p.returncode == 0, f"the --resp-size sweep exited 0 (rc {p.returncode}): {p.stderr.strip()[-1500:]}")
+        with open(js + "1") as f:
+            d = json.load(f)
+        run = d["runs"][0] if len(d["runs"]) == 1 else None
+        check(d.get("resp_size") == 64 and run is not None and run["config"]["msg_size"] == 4096 and
+              run["config"]["resp_size"] == 64 and run["result"]["rps"] > 0,
+              "the run asked 4 KiB requests and 64 B responses (the client's own document says so)")
+        x = d["raw"][0] if len(d["raw"]) == 1 else {}
+        res = x.get("result") or {}
+        check(x.get("ok") and x["resp_frame"] == 166 and res.get("resp_size") == 166 and res.get("frames") == 3 and
+              res.get("errors") == 0 and res.get("round_trips", 0) > 0,
+              f"raw: 3 frames answered by one 166 B frame, verified ({res.get('rps', 0):.0f} round trips/s)")
+        check(re.search(r"^4096\s+2\s+1\s+\| crescent/inline\s+\d+ \|\s+1514x3/166\s+2\s+\d+ \|\s+[\d.]+$",
+                        p.stdout, re.M) is not None and "xN/R:" in p.stdout and
+              "every response is 64 B (--resp-size)" in p.stdout,
+              "the tables name the response size and the raw frames (1514x3/166)")
         # A reflector that dies (as DPDK 22.11's memif server can when a client
         # disconnects) is started again before the next ping: here the first
         # one says it reflects and takes SIGSEGV at once.
