@@ -52,6 +52,45 @@ TEST_CASE("ipv4_header_csum equals the general sum over any 20 bytes", "[wire][c
     }
 }
 
+TEST_CASE("emit_ipv4's checksum equals the reference over the bytes, every field at random and at its extremes",
+          "[wire][csum]")
+{
+    std::mt19937 rng(11);
+    auto check_one = [](const Ipv4Repr& ip) {
+        ByteVec h(20);
+        emit_ipv4(ip, h, true);
+        REQUIRE(ref_csum(h) == 0);
+        const uint16_t stored = uint16_t(uint16_t(h[10]) << 8 | uint16_t(h[11]));
+        put16(h, 10, 0);
+        REQUIRE(ref_csum(h) == stored);
+    };
+    Ipv4Repr max;
+    max.src = Ipv4Addr{0xffffffff};
+    max.dst = Ipv4Addr{0xffffffff};
+    max.ttl = 255;
+    max.protocol = 255;
+    max.dscp = 63;
+    max.ecn = 3;
+    max.ident = 0xffff;
+    max.dont_fragment = true;
+    max.payload_len = 0xffff - 20;
+    check_one(max);
+    check_one(Ipv4Repr{});
+    for (int i = 0; i < 20000; ++i) {
+        Ipv4Repr ip;
+        ip.src = Ipv4Addr{uint32_t(rng())};
+        ip.dst = Ipv4Addr{uint32_t(rng())};
+        ip.ttl = uint8_t(rng());
+        ip.protocol = uint8_t(rng());
+        ip.dscp = uint8_t(rng() & 63);
+        ip.ecn = uint8_t(rng() & 3);
+        ip.ident = uint16_t(rng());
+        ip.dont_fragment = (rng() & 1) != 0;
+        ip.payload_len = uint16_t(rng() % (0xffff - 20 + 1));
+        check_one(ip);
+    }
+}
+
 TEST_CASE("RFC 1071: csum_partial matches the byte-at-a-time reference on random data", "[wire][csum]")
 {
     std::mt19937 rng(0xc0ffee);

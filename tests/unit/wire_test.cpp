@@ -429,6 +429,47 @@ TEST_CASE("emit_tcp: Full over odd-length payload spans, PseudoOnly as a device 
     CHECK(parse_tcp(seg, fr.ip, true, &got, &off) == Drop::None);
 }
 
+TEST_CASE("emit_tcp: Full checksum of every option layout, random fields and payload spans", "[wire][tcp][csum]")
+{
+    std::mt19937 rng(17);
+    Frame fr = base_frame();
+    ByteVec payload(301);
+    for (int i = 0; i < 4000; ++i) {
+        TcpRepr r = fr.tcp;
+        r.src_port = uint16_t(rng());
+        r.dst_port = uint16_t(rng());
+        r.seq = SeqNum(uint32_t(rng()));
+        r.ack = SeqNum(uint32_t(rng()));
+        r.flags = uint8_t(rng());
+        r.window = uint16_t(rng());
+        r.urgent = uint16_t(rng());
+        r.opts = TcpOptions{};
+        const unsigned layout = i % 6;
+        if (layout >= 1) r.opts.ts = Timestamps{uint32_t(rng()), uint32_t(rng())};
+        if (layout == 2) r.opts.sack_permitted = true;
+        if (layout == 3) r.opts.mss = uint16_t(rng()), r.opts.wscale = uint8_t(rng() % 15);
+        if (layout >= 4) {  // SACK blocks, with or without timestamps
+            if (layout == 5) r.opts.ts.reset();
+            r.opts.sack_count = uint8_t(1 + rng() % 4);
+            for (size_t b = 0; b < r.opts.sack_count; ++b)
+                r.opts.sack[b] = SackBlock{SeqNum(uint32_t(rng())), SeqNum(uint32_t(rng()))};
+        }
+        for (auto& b : payload)
+            b = std::byte(rng());
+        const size_t n = rng() % payload.size(), cut = n ? rng() % n : 0;
+        const size_t hl = tcp_header_len(r);
+        Ipv4Repr ip = fr.ip;
+        ip.payload_len = uint16_t(hl + n);
+        ByteVec seg(hl + n);
+        std::copy(payload.begin(), payload.begin() + ptrdiff_t(n), seg.begin() + ptrdiff_t(hl));
+        const Bytes spans[] = {Bytes(payload).first(cut), Bytes(payload).subspan(cut, n - cut)};
+        emit_tcp(r, ip, MutBytes(seg).first(hl), spans, CsumMode::Full);
+        ByteVec pseudo = bytes({10, 0, 0, 1, 10, 0, 0, 2, 0, 6, int(seg.size() >> 8), int(seg.size() & 0xff)});
+        INFO("layout " << layout << " payload " << n << " cut " << cut);
+        REQUIRE(ref_csum(seg, ref_sum(pseudo)) == 0);
+    }
+}
+
 // ---- every drop reason ----------------------------------------------------------
 
 TEST_CASE("drop reasons: Ethernet", "[wire][drop]")
