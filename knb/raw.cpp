@@ -354,6 +354,7 @@ struct ReflectLoop {
     uint64_t ignored = 0;    // not knb's ethertype: freed
     uint64_t tx_dropped = 0; // the TX batch was full: freed
     uint64_t held_dropped = 0; // frames of messages that never completed, freed to bound `held`
+    uint64_t unanswerable = 0; // --resp-size asked for an answer the completing frame cannot carry
 
     // Frames of --split messages whose last part has not arrived, in arrival order.
     struct Held {
@@ -381,7 +382,7 @@ struct ReflectLoop {
     void answer(rte_mbuf* m, const RawHdr& h) {
         const uint32_t len = rte_pktmbuf_pkt_len(m);
         if (h.resp < kHdrEnd || h.resp > len || rte_pktmbuf_trim(m, uint16_t(len - h.resp)) != 0) {
-            ++ignored;  // not a reply this frame can carry: the pinger counts the message lost
+            ++unanswerable;  // the pinger counts the message lost
             rte_pktmbuf_free(m);
             return;
         }
@@ -736,20 +737,23 @@ int run_reflect(const RawOptions& o) {
     }
     run_loops(loops, d.lcores);
     const double secs = double(rte_rdtsc() - t0) / double(rte_get_tsc_hz());
-    uint64_t reflected = 0, ignored = 0, dropped = 0, unfinished = 0;
+    uint64_t reflected = 0, ignored = 0, dropped = 0, unfinished = 0, unanswerable = 0;
     std::string per_queue;
     for (unsigned i = 0; i < o.queues; ++i) {
         reflected += loops[i]->reflected;
         ignored += loops[i]->ignored;
         dropped += loops[i]->tx_dropped;
         unfinished += loops[i]->held_dropped;
+        unanswerable += loops[i]->unanswerable;
         per_queue += (i ? " " : "") + std::to_string(loops[i]->reflected);
     }
     const dev::PortStats ps = d.port->stats();
     std::printf("knb raw reflect: %" PRIu64 " frames reflected in %.1f s (per queue: %s), %" PRIu64
                 " ignored (other ethertypes), %" PRIu64 " dropped at a full TX batch, %" PRIu64
-                " parts of unfinished messages freed; device imissed %" PRIu64 " rx_nombuf %" PRIu64 "\n",
-                reflected, secs, per_queue.c_str(), ignored, dropped, unfinished, ps.dev.imissed, ps.dev.rx_nombuf);
+                " parts of unfinished messages freed, %" PRIu64 " messages whose --resp-size answer did not fit a "
+                "frame; device imissed %" PRIu64 " rx_nombuf %" PRIu64 "\n",
+                reflected, secs, per_queue.c_str(), ignored, dropped, unfinished, unanswerable, ps.dev.imissed,
+                ps.dev.rx_nombuf);
     std::fflush(stdout);
     return 0;
 }

@@ -297,6 +297,9 @@ def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None, par
     back = 1 if resp else (parts or 1)  # frames that answer one message
     check(reflected >= back * j["round_trips"],
           f"{tag}: the reflector sent back {reflected} >= {back} x {j['round_trips']} frames")
+    if resp:
+        check(" 0 messages whose --resp-size answer did not fit a frame" in rout,
+              f"{tag}: every completed message could be answered")
     if resp:  # one frame per message: no more than were sent, whole messages' worth
         check(reflected * (parts or 1) <= j["sent"], f"{tag}: one frame back per message ({reflected} for "
               f"{j['sent']} frames sent in messages of {parts or 1})")
