@@ -271,6 +271,8 @@ bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
     if (sw->raw && std::find(sw->stacks.begin(), sw->stacks.end(), Stack::Crescent) == sw->stacks.end())
         return fail("--raw puts crescent beside the bed's raw limit: add crescent to --stacks");
     if (!sw->raw && !sw->raw_args.empty()) return fail("--raw-args is for the --raw runs: give --raw too");
+    if (sw->resp_size != 0 && sw->proto == Proto::Echo)
+        return fail("--resp-size is for --proto rpc: an echo's response is its request");
     if (sw->raw && sw->resp_size > *std::min_element(sw->sizes.begin(), sw->sizes.end()))
         return fail("--raw with --resp-size " + std::to_string(sw->resp_size) +
                     ": knb raw answers with a frame of the request, cut, so no response may be larger than a "
@@ -387,7 +389,7 @@ struct RawPoint {
     double rps = 0;
 };
 
-// "166" for one frame, "1514x3" for a message of three, "1514x45/166" for
+// "166" for one frame, "1514x3" for a message of three, "1514x44/166" for
 // one answered by a 166 B frame (--resp-size).
 std::string frame_label(const RawPoint& r) {
     std::string s = std::to_string(r.frame ? r.frame : r.frame_wanted);

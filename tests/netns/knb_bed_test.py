@@ -533,6 +533,10 @@ def case_memif_sweep_raw():
         check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--resp-size 128" in r.stderr and
               "no response may be larger than a request" in r.stderr,
               f"--raw with a response larger than a request is refused in one line: {r.stderr.strip()}")
+        r = subprocess.run([KNB, "sweep", "--bed", "memif", "--json", "/dev/null", "--proto", "echo",
+                            "--resp-size", "64"], capture_output=True, text=True, timeout=30, env=ENV)
+        check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "is for --proto rpc" in r.stderr,
+              f"--resp-size with --proto echo is refused in one line: {r.stderr.strip()}")
         b.files.append(js + "1")
         p = subprocess.run([KNB, "sweep", "--bed", "memif", "--raw", "--stacks", "crescent", "--modes", "inline",
                             "--sizes", "4096", "--resp-size", "64", "--iodepths", "2", "--duration", "0.5",
