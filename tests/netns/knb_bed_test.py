@@ -23,11 +23,12 @@ Exit: 0 pass, 1 fail, 77 skip (not root).
                      is refused (exit 2), and so are both together; --resp-size: a 4198 B
                      message of 3 frames and a single 1000 B frame, each answered by ONE cut
                      frame (166 / 80 B; verified, one frame back per round trip), a
-                     --resp-size above the message's smallest frame refused (exit 2); then
+                     --resp-size above --size refused before EAL starts (exit 2); then
                      2 queues on each side with --idle-sleep-us: both queues carry round trips
                      (memif queue i meets queue i), no frame on the wrong queue.
   veth_raw           the 64 B runs, the --split run and the --split --resp-size run over veth +
-                     AF_XDP (reflector in NAME-a, pinger in NAME-b).
+                     AF_XDP (reflector in NAME-a, pinger in NAME-b); a --resp-size above the
+                     message's last frame (1170 B of 4198) refused (exit 2).
   memif_rpc          knb server/client --stack crescent, one engine per side, over memif
                      (client started first): 64 B at iodepth 1 and 16, 2 s each, sane numbers
                      (ok, requests > 0, no error, every response verified, p50 <= p99 <= max,
@@ -47,8 +48,9 @@ Exit: 0 pass, 1 fail, 77 skip (not root).
                      against the bed's raw limit" has a fraction per point; --raw without
                      crescent is refused in one line (exit 2); --resp-size 64 with 4 KiB
                      requests: the client's document says 64 B responses, the raw point is 3 frames
-                     answered by one 166 B frame (1514x3/166 in the table), and --raw with a
-                     response larger than a request is refused in one line; a reflector that dies (a stand-in
+                     answered by one 166 B frame (1514x3/166 in the table); --raw with a
+                     response larger than a request, and --resp-size with --proto echo, are
+                     refused in one line; a reflector that dies (a stand-in
                      that takes SIGSEGV) is said on stderr and started again, and the point
                      after it still gets its raw round trips.
 """
@@ -300,7 +302,7 @@ def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None, par
     if resp:
         check(" 0 messages whose --resp-size answer did not fit a frame" in rout,
               f"{tag}: every completed message could be answered")
-    if resp:  # one frame per message: no more than were sent, whole messages' worth
+        # One frame per message: no more than were sent, whole messages' worth.
         check(reflected * (parts or 1) <= j["sent"], f"{tag}: one frame back per message ({reflected} for "
               f"{j['sent']} frames sent in messages of {parts or 1})")
     pm = PING_RE.search(out)
