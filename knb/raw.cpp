@@ -494,6 +494,8 @@ struct PingLoop {
     }
 
     uint32_t part_size(uint32_t part) const { return part + 1 == parts ? last_size : size; }
+    // Frames that answer one message: all of it, or one with --resp-size.
+    uint32_t frames_back() const { return resp != 0 ? 1 : parts; }
 
     // Build and queue the frames of a message for `slot`; false when no mbuf
     // or no TX room for all of them (retried later; nothing is queued then).
@@ -603,7 +605,7 @@ struct PingLoop {
             fail("came back with its payload changed");
             return;
         }
-        if (++s.back < (resp != 0 ? 1u : parts)) return;
+        if (++s.back < frames_back()) return;
         s.in_flight = false;
         if (now < end_tsc) to_send.push_back(h.slot);
         ++completed;
@@ -858,19 +860,14 @@ int run_ping(const RawOptions& o) {
                  p999 = us(hist.percentile(99.9)), mx = us(hist.max()), mn = us(hist.min()), mean = hist.mean() / 1e3;
     const bool ok = errors == 0 && rt > 0 && !interrupted;
 
-    char what[160];
-    int w;
-    if (parts > 1)
-        w = std::snprintf(what, sizeof what, "%" PRIu64 " B messages of %u frames (%u B, last %u B)", message, parts,
-                          size, last_size);
-    else
-        w = std::snprintf(what, sizeof what, "%u B", size);
-    if (o.resp_size != 0 && w > 0 && size_t(w) < sizeof what)
-        std::snprintf(what + w, sizeof what - size_t(w), " answered by one %u B frame", o.resp_size);
+    std::string what = parts > 1 ? std::to_string(message) + " B messages of " + std::to_string(parts) + " frames (" +
+                                       std::to_string(size) + " B, last " + std::to_string(last_size) + " B)"
+                                 : std::to_string(size) + " B";
+    if (o.resp_size != 0) what += " answered by one " + std::to_string(o.resp_size) + " B frame";
     std::printf("knb raw ping: %s (%s) %s iodepth %u x %u queue%s, %.1f s after %.1f s warm-up: %.0f round trips/s "
                 "(%" PRIu64 "; per queue %s), latency us min %.1f p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f, "
                 "lost %" PRIu64 " (+%" PRIu64 " in warm-up), late %" PRIu64 ", errors %" PRIu64 "\n",
-                bed.c_str(), d.port->driver().c_str(), what, o.iodepth, o.queues, o.queues > 1 ? "s" : "",
+                bed.c_str(), d.port->driver().c_str(), what.c_str(), o.iodepth, o.queues, o.queues > 1 ? "s" : "",
                 o.duration, o.warmup, rps, rt, per_queue.c_str(), mn, p50, p90, p99, p999, mx, lost, lost_warm, late,
                 errors);
     std::fflush(stdout);
