@@ -41,6 +41,18 @@
 // table a section "crescent against the bed's raw limit" (crescent RPC/s /
 // raw round trips/s).
 //
+// --kernel-client (veth) answers the issue's "a kernel client is never
+// served slower by crescent than by the kernel": against every crescent
+// server, each point also runs with a busy kernel client (label
+// "kernel>crescent/inline"); after the grid, the busy kernel server runs on
+// port 7301 of the same veth while a crescent server (napping when idle, on
+// the same CPUs) keeps the steering program attached, with the same kernel
+// client ("kernel>kernel/busy+xdp": what attaching XDP costs kernel flows on
+// this bed). These runs go in the document's "kernel_client" array
+// ({"served_by":..,"run":<client document>}), not "runs" (a kernel client's
+// document says stack kernel, and the plots would take it for kernel/busy),
+// and into a table beside the sweep's kernel/busy runs (sweep_report.cpp).
+//
 // A failed point is reported and the grid goes on; the exit status is 1 if
 // any run (raw ones included) failed. Ctrl-C stops the current processes and
 // writes what ran.
@@ -69,16 +81,14 @@
 
 #include "knb/options.hpp"
 #include "knb/report.hpp"
-
-#ifndef KNB_SOURCE_ROOT
-#define KNB_SOURCE_ROOT "."
-#endif
+#include "knb/sweep_impl.hpp"
 
 namespace knb {
 
 namespace {
 
 using namespace std::chrono_literals;
+using namespace sweep;
 
 std::atomic<bool> g_interrupted{false};
 void on_signal(int) { g_interrupted.store(true); }
@@ -111,6 +121,11 @@ const char* kUsage =
     "                       crescent's RPC/s beside it as a fraction\n"
     "  --raw-args ARGS      extra flags for knb raw reflect and ping (e.g. --idle-sleep-us 20 when the\n"
     "                       crescent sides nap: more threads than CPUs)\n"
+    "  --kernel-client      (veth) also a busy kernel client against every crescent server, and\n"
+    "                       against the busy kernel server on the same veth while crescent's\n"
+    "                       steering program is attached (kernel/busy+xdp: the bed's cost for\n"
+    "                       kernel flows); a table puts them beside the kernel/busy runs (needs\n"
+    "                       kernel in --stacks and busy in --kernel-waits)\n"
     "The bed must be up: tools/knb-bed up veth|memif.\n";
 
 // The frame that carries a knb RPC request of `size` bytes (crescent sends
@@ -118,29 +133,6 @@ const char* kUsage =
 // header (rpc/frame) + knb.echo's 4-byte metadata.
 constexpr uint64_t kRpcFrameOverhead = 14 + 20 + 20 + 12 + 32 + 4;
 constexpr uint64_t kRawMaxDepth = 4096;  // knb raw ping --iodepth bound
-
-struct Sweep {
-    std::string bed;
-    std::string json;
-    std::vector<Stack> stacks{Stack::Crescent, Stack::Kernel};
-    std::vector<Mode> modes{Mode::Inline};
-    std::vector<Wait> waits{Wait::Busy, Wait::Block};
-    std::vector<uint64_t> sizes{64, 4096};
-    uint64_t resp_size = 0;  // 0: each response as large as its request
-    std::vector<uint64_t> iodepths{1, 16};
-    std::vector<uint64_t> threads{1};
-    unsigned conns = 1;
-    Proto proto = Proto::Rpc;
-    double duration = 3, warmup = 1;
-    std::string server_cpus, client_cpus;
-    std::string out;
-    std::string probe;
-    std::string bed_script = std::string(KNB_SOURCE_ROOT) + "/tools/knb-bed";
-    std::string knb_path;
-    std::string server_args, client_args;
-    bool raw = false;
-    std::string raw_args;
-};
 
 bool split_list(std::string_view s, std::vector<std::string>* out) {
     out->clear();
@@ -183,6 +175,10 @@ bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
         }
         if (f == "--raw") {
             sw->raw = true;
+            continue;
+        }
+        if (f == "--kernel-client") {
+            sw->kernel_client = true;
             continue;
         }
         if (i + 1 >= argc) return fail(f + " needs a value (or is unknown: see knb sweep --help)");
@@ -277,6 +273,13 @@ bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
         return fail("--raw with --resp-size " + std::to_string(sw->resp_size) +
                     ": knb raw answers with a frame of the request, cut, so no response may be larger than a "
                     "request (the smallest of --sizes)");
+    if (sw->kernel_client) {
+        auto has = [](const auto& v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+        if (sw->bed != "veth") return fail("--kernel-client needs --bed veth: kernel TCP has no memif device");
+        if (!has(sw->stacks, Stack::Crescent) || !has(sw->stacks, Stack::Kernel) || !has(sw->waits, Wait::Busy))
+            return fail("--kernel-client puts a kernel client served by crescent beside one served by the busy "
+                        "kernel: give --stacks crescent,kernel and busy in --kernel-waits");
+    }
     if (access(sw->bed_script.c_str(), X_OK) != 0)
         return fail("--bed-script: " + sw->bed_script + " is not an executable script");
     return true;
@@ -352,56 +355,6 @@ std::string last_line(const std::string& text) {
 
 // The number after "key": at the first occurrence after `after` (a run
 // document's own layout; see report.cpp).
-std::optional<double> json_number(const std::string& doc, const std::string& key, const std::string& after = "") {
-    size_t from = after.empty() ? 0 : doc.find("\"" + after + "\":");
-    if (from == std::string::npos) return std::nullopt;
-    size_t at = doc.find("\"" + key + "\":", from);
-    if (at == std::string::npos) return std::nullopt;
-    const char* p = doc.c_str() + at + key.size() + 3;
-    char* end = nullptr;
-    double d = std::strtod(p, &end);
-    if (end == p) return std::nullopt;
-    return d;
-}
-
-struct Point {
-    Stack stack;
-    Mode mode;
-    Wait wait;
-    uint64_t threads, size, iodepth;
-    bool ok = false;
-    std::string error;
-    std::string doc;  // the client's run document ("" when it wrote none)
-    double rps = 0, p50 = 0, p99 = 0;
-};
-
-// One `knb raw ping` against the bed's reflector, for the RPC point (size, iodepth, threads).
-struct RawPoint {
-    uint64_t size, iodepth, threads;
-    uint64_t frame_wanted = 0;   // the RPC request's frame
-    uint64_t frame = 0;          // what ran (the bed's MTU + 14 when the request needs several)
-    uint64_t frames = 1;         // frames per message each way
-    uint64_t raw_iodepth = 0;    // messages in flight per queue
-    uint64_t resp_frame = 0;     // --resp-size: the one frame that answers a message (0: the message comes back)
-    bool ok = false;
-    std::string error;
-    std::string doc;             // knb raw ping --json ("" when it wrote none)
-    double rps = 0;
-};
-
-// "166" for one frame, "1514x3" for a message of three, "1514x44/166" for
-// one answered by a 166 B frame (--resp-size).
-std::string frame_label(const RawPoint& r) {
-    std::string s = std::to_string(r.frame ? r.frame : r.frame_wanted);
-    if (r.frames > 1) s += "x" + std::to_string(r.frames);
-    if (r.resp_frame != 0) s += "/" + std::to_string(r.resp_frame);
-    return s;
-}
-
-std::string variant(const Point& p) {
-    return p.stack == Stack::Crescent ? "crescent/" + std::string(name(p.mode)) : "kernel/" + std::string(name(p.wait));
-}
-
 class Runner {
 public:
     explicit Runner(Sweep s) : sw(std::move(s)) {}
@@ -441,28 +394,35 @@ public:
                 if (g_interrupted) break;
                 run_raw(t);
             }
-        write_document();
-        print_comparison();
-        print_raw_comparison();
+        if (sw.kernel_client)
+            for (uint64_t t : sw.threads) {
+                if (g_interrupted) break;
+                run_kernel_behind_xdp(t);
+            }
+        write_document(sw, res);
+        print_comparison(sw, res);
+        print_raw_comparison(sw, res);
+        print_kernel_client_comparison(sw, res);
         unsigned failed = 0;
-        for (const Point& p : points) failed += !p.ok;
-        for (const RawPoint& r : raws) failed += !r.ok;
-        const size_t runs = points.size() + raws.size();
+        for (const Point& p : res.points) failed += !p.ok;
+        for (const RawPoint& r : res.raws) failed += !r.ok;
+        const size_t runs = res.points.size() + res.raws.size();
         if (g_interrupted) {
             std::fprintf(stderr, "knb sweep: interrupted; %zu run(s) written to %s\n", runs, sw.json.c_str());
             return 130;
         }
         std::fprintf(stderr, "knb sweep: %zu run(s)%s, %u failed; written to %s\n", runs,
-                     sw.raw ? (" (" + std::to_string(raws.size()) + " raw)").c_str() : "", failed, sw.json.c_str());
+                     sw.raw ? (" (" + std::to_string(res.raws.size()) + " raw)").c_str() : "", failed, sw.json.c_str());
         return failed ? 1 : 0;
     }
 
 private:
     Sweep sw;
-    std::vector<Point> points;
-    std::vector<RawPoint> raws;
-    std::vector<std::string> probes;  // JSON objects
+    Results res;
     unsigned serial = 0;
+
+    // The run rows' first column: wide enough for "kernel>crescent/inline".
+    int vw() const { return sw.kernel_client ? 24 : 16; }
 
     int die(const std::string& m) {
         std::fprintf(stderr, "knb sweep: %s\n", m.c_str());
@@ -484,43 +444,61 @@ private:
         return a;
     }
 
-    void run_server_and_clients(const Point& base) {
-        const std::string tag = variant(base) + "/t" + std::to_string(base.threads);
-        std::string slug = tag;
-        for (char& c : slug)
-            if (c == '/') c = '-';
-        const std::string slog = sw.out + "/server-" + slug + ".log";
+    // Starts `cmd` (a knb server) and waits for its ready line; its pid (-1
+    // if it exited or could not start), with *why saying what went wrong.
+    pid_t start_server(const std::string& cmd, const std::string& slog, const std::string& tag, std::string* why) {
+        pid_t srv = spawn(script(cmd), slog);
+        if (srv < 0) {
+            *why = "cannot start the " + tag + " server: fork failed";
+            return -1;
+        }
+        // Ready line, or the server's own last words.
+        const auto until = std::chrono::steady_clock::now() + 30s;
+        while (!g_interrupted) {
+            const std::string text = read_file(slog);
+            if (text.find("knb server: ready") != std::string::npos) return srv;
+            int status;
+            if (waitpid(srv, &status, WNOHANG) == srv) {
+                *why = "the " + tag + " server exited: " + last_line(text);
+                return -1;
+            }
+            if (std::chrono::steady_clock::now() > until) {
+                *why = "the " + tag + " server did not say ready within 30 s: " + last_line(text);
+                return srv;  // stopped by stop_server()
+            }
+            std::this_thread::sleep_for(50ms);
+        }
+        *why = "interrupted";
+        return srv;
+    }
+
+    void stop_server(pid_t srv, const std::string& tag, const std::string& slog) {
+        if (srv <= 0) return;
+        kill(srv, SIGINT);
+        const int rc = wait_for(srv, 15s);
+        if (rc != 0 && rc != 130)
+            std::fprintf(stderr, "knb sweep: the %s server exited with status %d (log: %s)\n", tag.c_str(), rc,
+                         slog.c_str());
+    }
+
+    std::string server_cmd(const Point& base) const {
         std::string cmd = "$KNB_SERVER_WRAP " + sh_quote(sw.knb_path) + " server" + common(base);
         if (base.stack == Stack::Crescent) cmd += " $KNB_SERVER_DEV_ARGS --file-prefix $KNB_SERVER_PREFIX";
         if (!sw.server_cpus.empty()) cmd += " --cpus " + sw.server_cpus;
         if (!sw.server_args.empty()) cmd += " " + sw.server_args;
-        pid_t srv = spawn(script(cmd), slog);
-        if (srv < 0) {
-            fail_all(base, "cannot start the server: fork failed");
-            return;
-        }
-        // Ready line, or the server's own last words.
-        const auto until = std::chrono::steady_clock::now() + 30s;
-        bool ready = false;
-        std::string why;
-        while (!g_interrupted) {
-            const std::string text = read_file(slog);
-            if (text.find("knb server: ready") != std::string::npos) {
-                ready = true;
-                break;
-            }
-            int status;
-            if (waitpid(srv, &status, WNOHANG) == srv) {
-                srv = -1;
-                why = "the " + tag + " server exited: " + last_line(text);
-                break;
-            }
-            if (std::chrono::steady_clock::now() > until) {
-                why = "the " + tag + " server did not say ready within 30 s: " + last_line(text);
-                break;
-            }
-            std::this_thread::sleep_for(50ms);
-        }
+        return cmd;
+    }
+
+    std::string log_name(const std::string& what, const std::string& tag) const {
+        std::string slug = tag;
+        for (char& c : slug)
+            if (c == '/' || c == '+') c = '-';
+        return sw.out + "/" + what + "-" + slug + ".log";
+    }
+
+    // Every --sizes x --iodepths point of `base` against a ready server (or
+    // each failed with `why`).
+    void run_points(const Point& base, bool ready, const std::string& why) {
         bool probed = false;
         for (uint64_t size : sw.sizes)
             for (uint64_t qd : sw.iodepths) {
@@ -537,13 +515,46 @@ private:
                 probed = probed || probe;
                 run_client(std::move(p), probe);
             }
-        if (srv > 0) {
-            kill(srv, SIGINT);
-            const int rc = wait_for(srv, 15s);
-            if (rc != 0 && rc != 130)
-                std::fprintf(stderr, "knb sweep: the %s server exited with status %d (log: %s)\n", tag.c_str(), rc,
-                             slog.c_str());
-        }
+    }
+
+    // A busy kernel client, as the kernel/busy runs have it, served by `server`.
+    Point kernel_client_of(const Point& server, std::string served_by) const {
+        Point k = server;
+        k.stack = Stack::Kernel;
+        k.wait = Wait::Busy;
+        k.mode = Mode::Copy;
+        k.served_by = std::move(served_by);
+        return k;
+    }
+
+    void run_server_and_clients(const Point& base) {
+        const std::string tag = variant(base) + "/t" + std::to_string(base.threads);
+        const std::string slog = log_name("server", tag);
+        std::string why;
+        pid_t srv = start_server(server_cmd(base), slog, tag, &why);
+        const bool ready = srv > 0 && why.empty();
+        run_points(base, ready, why);
+        if (sw.kernel_client && base.stack == Stack::Crescent)
+            run_points(kernel_client_of(base, variant(base)), ready, why);
+        stop_server(srv, tag, slog);
+    }
+
+    // --kernel-client's control: the busy kernel server on port+1 of the same
+    // veth while a crescent server (napping when idle, on the same CPUs)
+    // keeps the steering program attached, and a busy kernel client against it.
+    void run_kernel_behind_xdp(uint64_t threads) {
+        Point holder{Stack::Crescent, Mode::Inline, Wait::Busy, threads, 0, 0};
+        Point kernel{Stack::Kernel, Mode::Copy, Wait::Busy, threads, 0, 0};
+        const std::string tag = std::string(kKernelBehindXdp) + "/t" + std::to_string(threads);
+        const std::string hlog = log_name("server-xdp-holder", tag), slog = log_name("server", tag);
+        std::string why;
+        pid_t h = start_server(server_cmd(holder) + " --idle-sleep-us 10000", hlog, "steering holder (crescent)", &why);
+        pid_t srv = -1;
+        if (h > 0 && why.empty())
+            srv = start_server(server_cmd(kernel) + " --port " + std::to_string(kBehindXdpPort), slog, tag, &why);
+        run_points(kernel_client_of(kernel, kKernelBehindXdp), srv > 0 && why.empty(), why);
+        stop_server(srv, tag, slog);
+        stop_server(h, "steering holder (crescent)", hlog);
     }
 
     void run_client(Point p, bool probe) {
@@ -558,8 +569,9 @@ private:
         if (sw.resp_size != 0) cmd += " --resp-size " + std::to_string(sw.resp_size);
         std::snprintf(num, sizeof num, " --duration %g --warmup %g", sw.duration, sw.warmup);
         cmd += num;
-        cmd += " --json " + sh_quote(doc) + " --progress off --label " + variant(p);
+        cmd += " --json " + sh_quote(doc) + " --progress off --label " + sh_quote(variant(p));
         if (p.stack == Stack::Crescent) cmd += " $KNB_CLIENT_DEV_ARGS --file-prefix $KNB_CLIENT_PREFIX";
+        if (p.served_by == kKernelBehindXdp) cmd += " --port " + std::to_string(kBehindXdpPort);
         if (!sw.client_cpus.empty()) cmd += " --cpus " + sw.client_cpus;
         if (!sw.client_args.empty()) cmd += " " + sw.client_args;
         pid_t cl = spawn(script(cmd), log);
@@ -574,7 +586,7 @@ private:
         if (pr > 0) {
             const int prc = wait_for(pr, 20s);
             const std::string out = read_file(plog);
-            probes.push_back("{\"during\":\"" + json_escape(variant(p)) + "\",\"command\":\"" + json_escape(sw.probe) +
+            res.probes.push_back("{\"during\":\"" + json_escape(variant(p)) + "\",\"command\":\"" + json_escape(sw.probe) +
                              "\",\"exit\":" + std::to_string(prc) + ",\"output\":\"" + json_escape(last_line(out)) + "\"}");
             std::fprintf(stderr, "knb sweep: probe during the %s run: %s (exit %d): %s\n", variant(p).c_str(),
                          prc == 0 ? "answered" : "FAILED", prc, last_line(out).c_str());
@@ -717,48 +729,15 @@ private:
                              "message of %" PRIu64 " frames of up to %" PRIu64 " B (the bed's MTU %.0f + 14), "
                              "answered as a whole\n",
                              r.size, r.frame_wanted, r.frames, r.frame, num("mtu").value_or(0));
-            std::printf("%-16s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 " %11.0f %8s %7.1f %7.1f %7.1f %8.1f %7s %7s %7s\n",
-                        name.c_str(), r.size, r.iodepth, r.threads, r.rps, "-", num("p50_us").value_or(0),
+            std::printf("%-*s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 " %11.0f %8s %7.1f %7.1f %7.1f %8.1f %7s %7s %7s\n",
+                        vw(), name.c_str(), r.size, r.iodepth, r.threads, r.rps, "-", num("p50_us").value_or(0),
                         num("p90_us").value_or(0), num("p99_us").value_or(0), num("p999_us").value_or(0), "-", "-", "-");
         } else {
-            std::printf("%-16s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 "  FAILED: %s\n", name.c_str(), r.size, r.iodepth,
+            std::printf("%-*s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 "  FAILED: %s\n", vw(), name.c_str(), r.size, r.iodepth,
                         r.threads, r.error.c_str());
         }
         std::fflush(stdout);
-        raws.push_back(std::move(r));
-    }
-
-    // Each crescent variant against the raw limit at the same point.
-    void print_raw_comparison() {
-        if (!sw.raw) return;
-        std::printf("\n# crescent against the bed's raw limit (%s bed, %g s per point after %g s warm-up): crescent "
-                    "RPC/s beside knb raw round trips/s of the frame(s) that carry the request, with iodepth x conns "
-                    "x threads of them in flight per queue; fraction = RPC/s / round trips/s\n",
-                    sw.bed.c_str(), sw.duration, sw.warmup);
-        std::printf("%-6s %-4s %-3s | %-16s %11s | %8s %6s %13s | %8s\n", "size", "qd", "thr", "crescent", "RPC/s",
-                    "frame", "raw-qd", "round trips/s", "fraction");
-        bool any_split = false;
-        for (const RawPoint& r : raws)
-            for (const Point& p : points) {
-                if (p.stack != Stack::Crescent || p.size != r.size || p.iodepth != r.iodepth || p.threads != r.threads)
-                    continue;
-                char crps[32] = "FAILED", rrps[32] = "FAILED", frac[32] = "-";
-                if (p.ok) std::snprintf(crps, sizeof crps, "%.0f", p.rps);
-                if (r.ok) std::snprintf(rrps, sizeof rrps, "%.0f", r.rps);
-                if (p.ok && r.ok && r.rps > 0) std::snprintf(frac, sizeof frac, "%.3f", p.rps / r.rps);
-                const std::string frame = frame_label(r);
-                any_split = any_split || r.frames > 1;
-                std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %11s | %8s %6" PRIu64 " %13s | %8s\n",
-                            r.size, r.iodepth, r.threads, variant(p).c_str(), crps, frame.c_str(), r.raw_iodepth, rrps,
-                            frac);
-            }
-        if (any_split && sw.resp_size == 0)
-            std::printf("xN: the request needs N frames of up to the bed's MTU + 14; the raw round trip is a message of "
-                        "N frames each way, answered once all N are in\n");
-        if (sw.resp_size != 0)
-            std::printf("xN/R: the request's N frame(s) of up to the bed's MTU + 14 one way, answered once all are in "
-                        "by one frame of R bytes (--resp-size %" PRIu64 ")\n", sw.resp_size);
-        std::fflush(stdout);
+        res.raws.push_back(std::move(r));
     }
 
     void print_sweep_header() const {
@@ -766,7 +745,7 @@ private:
                     "on each side (getrusage over the window), retransmissions client+server\n");
         if (sw.resp_size != 0)
             std::printf("# size is the request's; every response is %" PRIu64 " B (--resp-size)\n", sw.resp_size);
-        std::printf("%-16s %6s %4s %3s %11s %8s %7s %7s %7s %8s %7s %7s %7s\n", "variant", "size", "qd", "thr", "RPC/s",
+        std::printf("%-*s %6s %4s %3s %11s %8s %7s %7s %7s %8s %7s %7s %7s\n", vw(), "variant", "size", "qd", "thr", "RPC/s",
                     "Gbit/s", "p50", "p90", "p99", "p99.9", "cpu-c", "cpu-s", "retrans");
     }
 
@@ -784,17 +763,17 @@ private:
                 return std::string(b);
             };
             const double retrans = num("client", "retrans").value_or(0) + num("server", "retrans").value_or(0);
-            std::printf("%-16s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 " %11.0f %8.3f %7.1f %7.1f %7.1f %8.1f %7s %7s %7.0f\n",
-                        variant(p).c_str(), p.size, p.iodepth, p.threads, p.rps, num("gbit_s", "result").value_or(0),
+            std::printf("%-*s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 " %11.0f %8.3f %7.1f %7.1f %7.1f %8.1f %7s %7s %7.0f\n",
+                        vw(), variant(p).c_str(), p.size, p.iodepth, p.threads, p.rps, num("gbit_s", "result").value_or(0),
                         p.p50, num("p90", "latency_us").value_or(0), p.p99, num("p999", "latency_us").value_or(0),
                         cell(num("client", "cpu_us_per_rpc"), "%.2f").c_str(),
                         cell(num("server", "cpu_us_per_rpc"), "%.2f").c_str(), retrans);
         } else {
-            std::printf("%-16s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 "  FAILED: %s\n", variant(p).c_str(), p.size,
+            std::printf("%-*s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 "  FAILED: %s\n", vw(), variant(p).c_str(), p.size,
                         p.iodepth, p.threads, p.error.c_str());
         }
         std::fflush(stdout);
-        points.push_back(std::move(p));
+        res.points.push_back(std::move(p));
     }
 
     void fail_all(const Point& base, const std::string& why) {
@@ -808,89 +787,6 @@ private:
             }
     }
 
-    void write_document() {
-        std::string d = "{\"knb\":1,\"kind\":\"sweep\",\"bed\":\"" + json_escape(sw.bed) + "\",\"proto\":\"" +
-                        std::string(name(sw.proto)) + "\"";
-        char num[64];
-        std::snprintf(num, sizeof num, ",\"duration\":%g,\"warmup\":%g", sw.duration, sw.warmup);
-        d += num;
-        if (sw.resp_size != 0) d += ",\"resp_size\":" + std::to_string(sw.resp_size);
-        d += ",\"runs\":[";
-        bool first = true;
-        for (const Point& p : points) {
-            if (p.doc.empty()) continue;
-            d += (first ? "" : ",\n") + p.doc;
-            first = false;
-        }
-        d += "],\"failed\":[";
-        first = true;
-        for (const Point& p : points) {
-            if (p.ok) continue;
-            d += std::string(first ? "" : ",") + "{\"variant\":\"" + json_escape(variant(p)) +
-                 "\",\"msg_size\":" + std::to_string(p.size) + ",\"iodepth\":" + std::to_string(p.iodepth) +
-                 ",\"threads\":" + std::to_string(p.threads) + ",\"error\":\"" + json_escape(p.error) + "\"}";
-            first = false;
-        }
-        d += "],\"probes\":[";
-        for (size_t i = 0; i < probes.size(); ++i) d += (i ? "," : "") + probes[i];
-        d += "]";
-        if (sw.raw) {
-            d += ",\"raw\":[";
-            for (size_t i = 0; i < raws.size(); ++i) {
-                const RawPoint& r = raws[i];
-                d += std::string(i ? ",\n" : "") + "{\"point\":{\"msg_size\":" + std::to_string(r.size) +
-                     ",\"iodepth\":" + std::to_string(r.iodepth) + ",\"threads\":" + std::to_string(r.threads) +
-                     ",\"conns\":" + std::to_string(sw.conns) + "},\"frame\":" +
-                     std::to_string(r.frame ? r.frame : r.frame_wanted) + ",\"frames\":" + std::to_string(r.frames) +
-                     ",\"frame_wanted\":" + std::to_string(r.frame_wanted) +
-                     ",\"resp_frame\":" + std::to_string(r.resp_frame) +
-                     ",\"raw_iodepth\":" + std::to_string(r.raw_iodepth) + ",\"queues\":" +
-                     std::to_string(r.threads) + ",\"ok\":" + (r.ok ? "true" : "false") + ",\"error\":\"" +
-                     json_escape(r.error) + "\",\"result\":" + (r.doc.empty() ? "null" : r.doc) + "}";
-            }
-            d += "]";
-        }
-        d += "}";
-        std::string err;
-        if (!write_file(sw.json, d, &err)) std::fprintf(stderr, "knb sweep: %s\n", err.c_str());
-    }
-
-    // Each crescent variant against each kernel variant at the same point.
-    void print_comparison() {
-        std::vector<std::string> cres, kern;
-        for (const Point& p : points) {
-            auto& v = p.stack == Stack::Crescent ? cres : kern;
-            if (std::find(v.begin(), v.end(), variant(p)) == v.end()) v.push_back(variant(p));
-        }
-        if (cres.empty() || kern.empty()) return;
-        std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, const Point*> at;
-        for (const Point& p : points)
-            if (p.ok) at[{p.threads, p.size, p.iodepth, variant(p)}] = &p;
-        std::printf("\n# crescent against kernel TCP, same bed, same knb, same parameters (%s, %g s per point after "
-                    "%g s warm-up): RPC/s, p50/p99 us; ratio = crescent RPC/s / kernel RPC/s (p99: kernel / "
-                    "crescent, > 1 = crescent lower)\n",
-                    std::string(name(sw.proto)).c_str(), sw.duration, sw.warmup);
-        for (const std::string& c : cres)
-            for (const std::string& k : kern) {
-                std::printf("%-6s %-4s %-3s | %-14s %11s %7s %7s | %-14s %11s %7s %7s | %8s %8s\n", "size", "qd",
-                            "thr", c.c_str(), "RPC/s", "p50", "p99", k.c_str(), "RPC/s", "p50", "p99", "RPC/s x",
-                            "p99 x");
-                for (uint64_t t : sw.threads)
-                    for (uint64_t size : sw.sizes)
-                        for (uint64_t qd : sw.iodepths) {
-                            auto a = at.find({t, size, qd, c});
-                            auto b = at.find({t, size, qd, k});
-                            if (a == at.end() || b == at.end()) continue;
-                            const Point& x = *a->second;
-                            const Point& y = *b->second;
-                            std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-14s %11.0f %7.1f %7.1f | %-14s "
-                                        "%11.0f %7.1f %7.1f | %7.2fx %7.2fx\n",
-                                        size, qd, t, "", x.rps, x.p50, x.p99, "", y.rps, y.p50, y.p99,
-                                        y.rps > 0 ? x.rps / y.rps : 0.0, x.p99 > 0 ? y.p99 / x.p99 : 0.0);
-                        }
-            }
-        std::fflush(stdout);
-    }
 };
 
 }  // namespace

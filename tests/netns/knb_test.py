@@ -6,7 +6,7 @@ Usage: knb_test.py KNB KERNEL_ECHO CRESCENT_ECHO CASE
   KNB            the knb binary
   KERNEL_ECHO    examples/kernel-echo (an RFC 862 server knb did not write)
   CRESCENT_ECHO  examples/crescent-echo (the same over crescent)
-  CASE           crescent | kernel | echo | failures | sweep | badargs
+  CASE           crescent | kernel | echo | failures | sweep | kernel_client | badargs
 
 Every case but badargs builds its own bed with `tools/knb-bed up veth` under
 KNB_BED_NAME=kn<pid> (server in NAME-a 10.77.0.1, client in NAME-b 10.77.0.2) and always
@@ -30,6 +30,12 @@ timing threshold. Exit: 0 pass, 1 fail, 77 skip (not root).
             busy and block) with the main job's coexistence probe (a kernel HTTP server on
             the server's interface and address answers during the crescent run): one
             document with 6 runs, the side-by-side table, the probe answered.
+  kernel_client  knb sweep --kernel-client (64 B and 4 KiB, iodepth 1): a busy kernel client
+            against the crescent server, and against the busy kernel server on port 7301
+            while a napping crescent server holds the steering program; the document's
+            "kernel_client" array (not "runs", which the plots draw), labels
+            kernel>crescent/inline and kernel>kernel/busy+xdp, every run sane, and the
+            table row per point with both ratios.
   badargs   bad options: one line naming the problem, exit 2 (no root needed).
 """
 import json
@@ -286,6 +292,47 @@ def case_sweep():
         check(all(re.search(r"\d+\.\d\dx\s+\d+\.\d\dx$", l) for l in table), "every table row carries both ratios")
 
 
+def case_kernel_client():
+    with Bed():
+        doc = f"/tmp/{NAME}-kc.json"
+        out_dir = f"/tmp/{NAME}-kc"
+        r = subprocess.run([KNB, "sweep", "--bed", "veth", "--kernel-client", "--sizes", "64,4096", "--iodepths", "1",
+                            "--modes", "inline", "--kernel-waits", "busy", "--duration", "1", "--warmup", "0.3",
+                            "--server-cpus", "0", "--client-cpus", CPU_C, "--json", doc, "--out", out_dir],
+                           capture_output=True, text=True, timeout=300, env=ENV)
+        holder_logs = [f for f in os.listdir(out_dir) if f.startswith("server-xdp-holder")] if os.path.isdir(out_dir) else []
+        holder = open(os.path.join(out_dir, holder_logs[0])).read() if holder_logs else ""
+        subprocess.run(["rm", "-rf", out_dir])
+        print(r.stdout)
+        print(r.stderr[-3000:])
+        check(r.returncode == 0, f"knb sweep --kernel-client exited 0 (rc {r.returncode})")
+        with open(doc) as f:
+            d = json.load(f)
+        os.remove(doc)
+        labels = sorted({x["config"]["label"] for x in d["runs"]})
+        check(labels == ["crescent/inline", "kernel/busy"] and len(d["runs"]) == 4 and not d["failed"],
+              f"'runs' holds the crescent and kernel/busy runs only, none failed: {labels}, {len(d['runs'])} runs")
+        kc = d.get("kernel_client", [])
+        served = sorted((k["served_by"], k["run"]["config"]["msg_size"]) for k in kc)
+        check(served == [("crescent/inline", 64), ("crescent/inline", 4096), ("kernel/busy+xdp", 64),
+                         ("kernel/busy+xdp", 4096)], f"'kernel_client': each size served by crescent and by the "
+              f"kernel behind the steering program: {served}")
+        for k in kc:
+            c, res = k["run"]["config"], k["run"]["result"]
+            check(c["stack"] == "kernel" and c["kernel_wait"] == "busy" and c["label"] == "kernel>" + k["served_by"],
+                  f"{k['served_by']}: the client is the busy kernel one, labelled {c['label']}")
+            check(res["ok"] and res["requests"] > 0 and res["errors"] == 0,
+                  f"kernel client served by {k['served_by']}, {c['msg_size']} B: {res['rps']:.0f} RPC/s, no error")
+            check((c.get("port") == 7301) == (k["served_by"] == "kernel/busy+xdp"),
+                  f"{k['served_by']}: port {c.get('port')} (7301 only for the kernel server beside crescent)")
+        check("knb server: ready: rpc over crescent" in holder,
+              "the steering holder (a crescent knb server) was up during the kernel/busy+xdp runs")
+        table = [l for l in r.stdout.splitlines() if re.match(r"^(64|4096)\s+1\s+1\s+\|.*\|.*\|.*\|", l)]
+        kc_rows = [l for l in table if l.count("|") == 4]
+        check(len(kc_rows) == 2 and all(re.search(r"\d+\.\d\dx\s+\d+\.\d\dx$", l) for l in kc_rows),
+              f"the kernel-client table: a row per size with both ratios ({len(kc_rows)} rows)")
+
+
 def case_badargs():
     cases = [
         (["client", "--stack", "kernel"], "knb client: client: --server IP is required"),
@@ -296,6 +343,11 @@ def case_badargs():
         (["sweep", "--json", "/tmp/x.json"], "knb sweep: give --bed veth or --bed memif"),
         (["sweep", "--bed", "veth", "--json", "/tmp/x", "--sizes", "64,,4096"],
          "knb sweep: --sizes: '64,,4096' is not a list of sizes in 1..1048576"),
+        (["sweep", "--bed", "memif", "--json", "/tmp/x", "--kernel-client"],
+         "knb sweep: --kernel-client needs --bed veth: kernel TCP has no memif device"),
+        (["sweep", "--bed", "veth", "--json", "/tmp/x", "--kernel-client", "--kernel-waits", "block"],
+         "knb sweep: --kernel-client puts a kernel client served by crescent beside one served by the busy kernel: "
+         "give --stacks crescent,kernel and busy in --kernel-waits"),
         (["client", "--stack", "kernel", "--server", "1.2.3.4", "--cpus", "9999"],
          "knb client: --cpus: '9999' is not a CPU list like 0-3 or 1,3 (CPUs 0..1023, no repeats)"),
     ]
@@ -309,7 +361,7 @@ def case_badargs():
 
 
 CASES = {"crescent": case_crescent, "kernel": case_kernel, "echo": case_echo, "failures": case_failures,
-         "sweep": case_sweep, "badargs": case_badargs}
+         "sweep": case_sweep, "kernel_client": case_kernel_client, "badargs": case_badargs}
 
 
 def main():

@@ -1,0 +1,219 @@
+// knb sweep's report: the sweep's JSON document and the tables printed
+// once every run has ended (see sweep.cpp for what runs).
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <tuple>
+
+#include "knb/report.hpp"
+#include "knb/sweep_impl.hpp"
+
+namespace knb::sweep {
+
+// "166" for one frame, "1514x3" for a message of three, "1514x44/166" for
+// one answered by a 166 B frame (--resp-size).
+std::string frame_label(const RawPoint& r) {
+    std::string s = std::to_string(r.frame ? r.frame : r.frame_wanted);
+    if (r.frames > 1) s += "x" + std::to_string(r.frames);
+    if (r.resp_frame != 0) s += "/" + std::to_string(r.resp_frame);
+    return s;
+}
+
+std::string variant(const Point& p) {
+    if (!p.served_by.empty()) return "kernel>" + p.served_by;
+    return p.stack == Stack::Crescent ? "crescent/" + std::string(name(p.mode)) : "kernel/" + std::string(name(p.wait));
+}
+
+std::optional<double> json_number(const std::string& doc, const std::string& key, const std::string& after) {
+    size_t from = after.empty() ? 0 : doc.find("\"" + after + "\":");
+    if (from == std::string::npos) return std::nullopt;
+    size_t at = doc.find("\"" + key + "\":", from);
+    if (at == std::string::npos) return std::nullopt;
+    const char* p = doc.c_str() + at + key.size() + 3;
+    char* end = nullptr;
+    double d = std::strtod(p, &end);
+    if (end == p) return std::nullopt;
+    return d;
+}
+
+void write_document(const Sweep& sw, const Results& res) {
+    std::string d = "{\"knb\":1,\"kind\":\"sweep\",\"bed\":\"" + json_escape(sw.bed) + "\",\"proto\":\"" +
+                    std::string(name(sw.proto)) + "\"";
+    char num[64];
+    std::snprintf(num, sizeof num, ",\"duration\":%g,\"warmup\":%g", sw.duration, sw.warmup);
+    d += num;
+    if (sw.resp_size != 0) d += ",\"resp_size\":" + std::to_string(sw.resp_size);
+    d += ",\"runs\":[";
+    bool first = true;
+    for (const Point& p : res.points) {
+        if (p.doc.empty() || !p.served_by.empty()) continue;
+        d += (first ? "" : ",\n") + p.doc;
+        first = false;
+    }
+    d += "],\"failed\":[";
+    first = true;
+    for (const Point& p : res.points) {
+        if (p.ok) continue;
+        d += std::string(first ? "" : ",") + "{\"variant\":\"" + json_escape(variant(p)) +
+             "\",\"msg_size\":" + std::to_string(p.size) + ",\"iodepth\":" + std::to_string(p.iodepth) +
+             ",\"threads\":" + std::to_string(p.threads) + ",\"error\":\"" + json_escape(p.error) + "\"}";
+        first = false;
+    }
+    if (sw.kernel_client) {
+        // Not in "runs": a kernel client's document says stack kernel, and
+        // tools/knb-plot would draw it as the kernel/busy variant.
+        d += "],\"kernel_client\":[";
+        first = true;
+        for (const Point& p : res.points) {
+            if (p.doc.empty() || p.served_by.empty()) continue;
+            d += std::string(first ? "" : ",\n") + "{\"served_by\":\"" + json_escape(p.served_by) + "\",\"run\":" +
+                 p.doc + "}";
+            first = false;
+        }
+    }
+    d += "],\"probes\":[";
+    for (size_t i = 0; i < res.probes.size(); ++i) d += (i ? "," : "") + res.probes[i];
+    d += "]";
+    if (sw.raw) {
+        d += ",\"raw\":[";
+        for (size_t i = 0; i < res.raws.size(); ++i) {
+            const RawPoint& r = res.raws[i];
+            d += std::string(i ? ",\n" : "") + "{\"point\":{\"msg_size\":" + std::to_string(r.size) +
+                 ",\"iodepth\":" + std::to_string(r.iodepth) + ",\"threads\":" + std::to_string(r.threads) +
+                 ",\"conns\":" + std::to_string(sw.conns) + "},\"frame\":" +
+                 std::to_string(r.frame ? r.frame : r.frame_wanted) + ",\"frames\":" + std::to_string(r.frames) +
+                 ",\"frame_wanted\":" + std::to_string(r.frame_wanted) +
+                 ",\"resp_frame\":" + std::to_string(r.resp_frame) +
+                 ",\"raw_iodepth\":" + std::to_string(r.raw_iodepth) + ",\"queues\":" +
+                 std::to_string(r.threads) + ",\"ok\":" + (r.ok ? "true" : "false") + ",\"error\":\"" +
+                 json_escape(r.error) + "\",\"result\":" + (r.doc.empty() ? "null" : r.doc) + "}";
+        }
+        d += "]";
+    }
+    d += "}";
+    std::string err;
+    if (!write_file(sw.json, d, &err)) std::fprintf(stderr, "knb sweep: %s\n", err.c_str());
+}
+
+// Each crescent variant against each kernel variant at the same point.
+void print_comparison(const Sweep& sw, const Results& res) {
+    std::vector<std::string> cres, kern;
+    for (const Point& p : res.points) {
+        if (!p.served_by.empty()) continue;  // print_kernel_client_comparison()
+        auto& v = p.stack == Stack::Crescent ? cres : kern;
+        if (std::find(v.begin(), v.end(), variant(p)) == v.end()) v.push_back(variant(p));
+    }
+    if (cres.empty() || kern.empty()) return;
+    std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, const Point*> at;
+    for (const Point& p : res.points)
+        if (p.ok) at[{p.threads, p.size, p.iodepth, variant(p)}] = &p;
+    std::printf("\n# crescent against kernel TCP, same bed, same knb, same parameters (%s, %g s per point after "
+                "%g s warm-up): RPC/s, p50/p99 us; ratio = crescent RPC/s / kernel RPC/s (p99: kernel / "
+                "crescent, > 1 = crescent lower)\n",
+                std::string(name(sw.proto)).c_str(), sw.duration, sw.warmup);
+    for (const std::string& c : cres)
+        for (const std::string& k : kern) {
+            std::printf("%-6s %-4s %-3s | %-14s %11s %7s %7s | %-14s %11s %7s %7s | %8s %8s\n", "size", "qd",
+                        "thr", c.c_str(), "RPC/s", "p50", "p99", k.c_str(), "RPC/s", "p50", "p99", "RPC/s x",
+                        "p99 x");
+            for (uint64_t t : sw.threads)
+                for (uint64_t size : sw.sizes)
+                    for (uint64_t qd : sw.iodepths) {
+                        auto a = at.find({t, size, qd, c});
+                        auto b = at.find({t, size, qd, k});
+                        if (a == at.end() || b == at.end()) continue;
+                        const Point& x = *a->second;
+                        const Point& y = *b->second;
+                        std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-14s %11.0f %7.1f %7.1f | %-14s "
+                                    "%11.0f %7.1f %7.1f | %7.2fx %7.2fx\n",
+                                    size, qd, t, "", x.rps, x.p50, x.p99, "", y.rps, y.p50, y.p99,
+                                    y.rps > 0 ? x.rps / y.rps : 0.0, x.p99 > 0 ? y.p99 / x.p99 : 0.0);
+                    }
+        }
+    std::fflush(stdout);
+}
+
+// Each crescent variant against the raw limit at the same point.
+void print_raw_comparison(const Sweep& sw, const Results& res) {
+    if (!sw.raw) return;
+    std::printf("\n# crescent against the bed's raw limit (%s bed, %g s per point after %g s warm-up): crescent "
+                "RPC/s beside knb raw round trips/s of the frame(s) that carry the request, with iodepth x conns "
+                "x threads of them in flight per queue; fraction = RPC/s / round trips/s\n",
+                sw.bed.c_str(), sw.duration, sw.warmup);
+    std::printf("%-6s %-4s %-3s | %-16s %11s | %8s %6s %13s | %8s\n", "size", "qd", "thr", "crescent", "RPC/s",
+                "frame", "raw-qd", "round trips/s", "fraction");
+    bool any_split = false;
+    for (const RawPoint& r : res.raws)
+        for (const Point& p : res.points) {
+            if (p.stack != Stack::Crescent || !p.served_by.empty() || p.size != r.size || p.iodepth != r.iodepth || p.threads != r.threads)
+                continue;
+            char crps[32] = "FAILED", rrps[32] = "FAILED", frac[32] = "-";
+            if (p.ok) std::snprintf(crps, sizeof crps, "%.0f", p.rps);
+            if (r.ok) std::snprintf(rrps, sizeof rrps, "%.0f", r.rps);
+            if (p.ok && r.ok && r.rps > 0) std::snprintf(frac, sizeof frac, "%.3f", p.rps / r.rps);
+            const std::string frame = frame_label(r);
+            any_split = any_split || r.frames > 1;
+            std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %11s | %8s %6" PRIu64 " %13s | %8s\n",
+                        r.size, r.iodepth, r.threads, variant(p).c_str(), crps, frame.c_str(), r.raw_iodepth, rrps,
+                        frac);
+        }
+    if (any_split && sw.resp_size == 0)
+        std::printf("xN: the request needs N frames of up to the bed's MTU + 14; the raw round trip is a message of "
+                    "N frames each way, answered once all N are in\n");
+    if (sw.resp_size != 0)
+        std::printf("xN/R: the request's N frame(s) of up to the bed's MTU + 14 one way, answered once all are in "
+                    "by one frame of R bytes (--resp-size %" PRIu64 ")\n", sw.resp_size);
+    std::fflush(stdout);
+}
+
+// --kernel-client: a busy kernel client served by each crescent variant
+// beside the same client served by the busy kernel (the kernel/busy runs),
+// and by the busy kernel behind crescent's steering program.
+void print_kernel_client_comparison(const Sweep& sw, const Results& res) {
+    if (!sw.kernel_client) return;
+    std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, const Point*> at;
+    std::vector<std::string> servers;  // crescent variants, in the order they ran
+    for (const Point& p : res.points) {
+        if (!p.ok) continue;
+        if (p.served_by.empty() && !(p.stack == Stack::Kernel && p.wait == Wait::Busy)) continue;
+        const std::string by = p.served_by.empty() ? "kernel/busy" : p.served_by;
+        at[{p.threads, p.size, p.iodepth, by}] = &p;
+        if (by.rfind("crescent/", 0) == 0 && std::find(servers.begin(), servers.end(), by) == servers.end())
+            servers.push_back(by);
+    }
+    std::printf("\n# a busy kernel client served by crescent against the same client served by the busy kernel "
+                "(%s, %g s per point after %g s warm-up): RPC/s and p99 us by server; %s = the kernel server on the same "
+                "veth while crescent's steering program is attached (XDP on the interface: the bed's cost for "
+                "kernel flows); ratios = crescent RPC/s / the other's\n",
+                std::string(name(sw.proto)).c_str(), sw.duration, sw.warmup, kKernelBehindXdp);
+    auto cell = [&](uint64_t t, uint64_t size, uint64_t qd, const std::string& by, char* buf, size_t n) {
+        auto it = at.find({t, size, qd, by});
+        if (it == at.end()) std::snprintf(buf, n, "%19s %7s", "FAILED", "-");
+        else std::snprintf(buf, n, "%19.0f %7.1f", it->second->rps, it->second->p99);
+        return it == at.end() ? nullptr : it->second;
+    };
+    auto ratio = [](const Point* a, const Point* b) {
+        char buf[16] = "-";
+        if (a && b && b->rps > 0) std::snprintf(buf, sizeof buf, "%.2fx", a->rps / b->rps);
+        return std::string(buf);
+    };
+    for (const std::string& c : servers) {
+        std::printf("%-6s %-4s %-3s | %19s %7s | %19s %7s | %19s %7s | %8s %8s\n", "size", "qd", "thr", c.c_str(),
+                    "p99", "kernel/busy", "p99", kKernelBehindXdp, "p99", "x kernel", "x +xdp");
+        for (uint64_t t : sw.threads)
+            for (uint64_t size : sw.sizes)
+                for (uint64_t qd : sw.iodepths) {
+                    char a[40], b[40], x[40];
+                    const Point* pc = cell(t, size, qd, c, a, sizeof a);
+                    const Point* pk = cell(t, size, qd, "kernel/busy", b, sizeof b);
+                    const Point* px = cell(t, size, qd, kKernelBehindXdp, x, sizeof x);
+                    std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %s | %s | %s | %8s %8s\n", size, qd, t, a,
+                                b, x, ratio(pc, pk).c_str(), ratio(pc, px).c_str());
+                }
+    }
+    std::fflush(stdout);
+}
+
+}  // namespace knb::sweep
