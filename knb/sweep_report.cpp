@@ -176,10 +176,10 @@ void print_kernel_client_comparison(const Sweep& sw, const Results& res) {
     std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, const Point*> at;
     std::vector<std::string> servers;  // crescent variants, in the order they ran
     for (const Point& p : res.points) {
-        if (!p.ok) continue;
         if (p.served_by.empty() && !(p.stack == Stack::Kernel && p.wait == Wait::Busy)) continue;
         const std::string by = p.served_by.empty() ? "kernel/busy" : p.served_by;
-        at[{p.threads, p.size, p.iodepth, by}] = &p;
+        if (p.ok) at[{p.threads, p.size, p.iodepth, by}] = &p;
+        // A variant whose runs all failed still gets its rows (FAILED cells).
         if (by.rfind("crescent/", 0) == 0 && std::find(servers.begin(), servers.end(), by) == servers.end())
             servers.push_back(by);
     }
