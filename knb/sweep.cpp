@@ -353,8 +353,6 @@ std::string last_line(const std::string& text) {
     return text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
-// The number after "key": at the first occurrence after `after` (a run
-// document's own layout; see report.cpp).
 class Runner {
 public:
     explicit Runner(Sweep s) : sw(std::move(s)) {}
@@ -775,18 +773,6 @@ private:
         std::fflush(stdout);
         res.points.push_back(std::move(p));
     }
-
-    void fail_all(const Point& base, const std::string& why) {
-        for (uint64_t size : sw.sizes)
-            for (uint64_t qd : sw.iodepths) {
-                Point p = base;
-                p.size = size;
-                p.iodepth = qd;
-                p.error = why;
-                finish(std::move(p));
-            }
-    }
-
 };
 
 }  // namespace

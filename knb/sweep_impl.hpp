@@ -81,7 +81,8 @@ std::string frame_label(const RawPoint& r);
 // "crescent/inline", "kernel/busy"; "kernel>crescent/inline" for a
 // --kernel-client run.
 std::string variant(const Point& p);
-// The number after "key": in a JSON text (after the first "after": when given).
+// The number after "key": at its first occurrence after "after": (a run
+// document's own layout, see report.cpp; from the start when `after` is "").
 std::optional<double> json_number(const std::string& doc, const std::string& key, const std::string& after = "");
 
 // The end of a sweep: everything that ran, in the order it ended.
