@@ -12,8 +12,6 @@
 
 namespace knb::sweep {
 
-// "166" for one frame, "1514x3" for a message of three, "1514x44/166" for
-// one answered by a 166 B frame (--resp-size).
 std::string frame_label(const RawPoint& r) {
     std::string s = std::to_string(r.frame ? r.frame : r.frame_wanted);
     if (r.frames > 1) s += "x" + std::to_string(r.frames);
