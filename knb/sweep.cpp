@@ -584,8 +584,9 @@ private:
         if (pr > 0) {
             const int prc = wait_for(pr, 20s);
             const std::string out = read_file(plog);
-            res.probes.push_back("{\"during\":\"" + json_escape(variant(p)) + "\",\"command\":\"" + json_escape(sw.probe) +
-                             "\",\"exit\":" + std::to_string(prc) + ",\"output\":\"" + json_escape(last_line(out)) + "\"}");
+            res.probes.push_back("{\"during\":\"" + json_escape(variant(p)) + "\",\"command\":\"" +
+                                 json_escape(sw.probe) + "\",\"exit\":" + std::to_string(prc) + ",\"output\":\"" +
+                                 json_escape(last_line(out)) + "\"}");
             std::fprintf(stderr, "knb sweep: probe during the %s run: %s (exit %d): %s\n", variant(p).c_str(),
                          prc == 0 ? "answered" : "FAILED", prc, last_line(out).c_str());
         }
@@ -731,8 +732,8 @@ private:
                         vw(), name.c_str(), r.size, r.iodepth, r.threads, r.rps, "-", num("p50_us").value_or(0),
                         num("p90_us").value_or(0), num("p99_us").value_or(0), num("p999_us").value_or(0), "-", "-", "-");
         } else {
-            std::printf("%-*s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 "  FAILED: %s\n", vw(), name.c_str(), r.size, r.iodepth,
-                        r.threads, r.error.c_str());
+            std::printf("%-*s %6" PRIu64 " %4" PRIu64 " %3" PRIu64 "  FAILED: %s\n", vw(), name.c_str(), r.size,
+                        r.iodepth, r.threads, r.error.c_str());
         }
         std::fflush(stdout);
         res.raws.push_back(std::move(r));
@@ -743,8 +744,8 @@ private:
                     "on each side (getrusage over the window), retransmissions client+server\n");
         if (sw.resp_size != 0)
             std::printf("# size is the request's; every response is %" PRIu64 " B (--resp-size)\n", sw.resp_size);
-        std::printf("%-*s %6s %4s %3s %11s %8s %7s %7s %7s %8s %7s %7s %7s\n", vw(), "variant", "size", "qd", "thr", "RPC/s",
-                    "Gbit/s", "p50", "p90", "p99", "p99.9", "cpu-c", "cpu-s", "retrans");
+        std::printf("%-*s %6s %4s %3s %11s %8s %7s %7s %7s %8s %7s %7s %7s\n", vw(), "variant", "size", "qd", "thr",
+                    "RPC/s", "Gbit/s", "p50", "p90", "p99", "p99.9", "cpu-c", "cpu-s", "retrans");
     }
 
     void finish(Point p) {

@@ -145,7 +145,8 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
     bool any_split = false;
     for (const RawPoint& r : res.raws)
         for (const Point& p : res.points) {
-            if (p.stack != Stack::Crescent || !p.served_by.empty() || p.size != r.size || p.iodepth != r.iodepth || p.threads != r.threads)
+            if (p.stack != Stack::Crescent || !p.served_by.empty() || p.size != r.size || p.iodepth != r.iodepth ||
+                p.threads != r.threads)
                 continue;
             char crps[32] = "FAILED", rrps[32] = "FAILED", frac[32] = "-";
             if (p.ok) std::snprintf(crps, sizeof crps, "%.0f", p.rps);
