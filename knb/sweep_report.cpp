@@ -176,7 +176,7 @@ void print_kernel_client_comparison(const Sweep& sw, const Results& res) {
     std::vector<std::string> servers;  // crescent variants, in the order they ran
     for (const Point& p : res.points) {
         if (p.served_by.empty() && !(p.stack == Stack::Kernel && p.wait == Wait::Busy)) continue;
-        const std::string by = p.served_by.empty() ? "kernel/busy" : p.served_by;
+        const std::string by = p.served_by.empty() ? variant(p) : p.served_by;
         if (p.ok) at[{p.threads, p.size, p.iodepth, by}] = &p;
         // A variant whose runs all failed still gets its rows (FAILED cells).
         if (by.rfind("crescent/", 0) == 0 && std::find(servers.begin(), servers.end(), by) == servers.end())
@@ -187,11 +187,11 @@ void print_kernel_client_comparison(const Sweep& sw, const Results& res) {
                 "veth while crescent's steering program is attached (XDP on the interface: the bed's cost for "
                 "kernel flows); ratios = crescent RPC/s / the other's\n",
                 std::string(name(sw.proto)).c_str(), sw.duration, sw.warmup, kKernelBehindXdp);
-    auto cell = [&](uint64_t t, uint64_t size, uint64_t qd, const std::string& by, char* buf, size_t n) {
-        auto it = at.find({t, size, qd, by});
-        if (it == at.end()) std::snprintf(buf, n, "%19s %7s", "FAILED", "-");
-        else std::snprintf(buf, n, "%19.0f %7.1f", it->second->rps, it->second->p99);
-        return it == at.end() ? nullptr : it->second;
+    auto cell = [](const Point* p) {
+        char buf[40];
+        if (p) std::snprintf(buf, sizeof buf, "%19.0f %7.1f", p->rps, p->p99);
+        else std::snprintf(buf, sizeof buf, "%19s %7s", "FAILED", "-");
+        return std::string(buf);
     };
     auto ratio = [](const Point* a, const Point* b) {
         char buf[16] = "-";
@@ -204,12 +204,16 @@ void print_kernel_client_comparison(const Sweep& sw, const Results& res) {
         for (uint64_t t : sw.threads)
             for (uint64_t size : sw.sizes)
                 for (uint64_t qd : sw.iodepths) {
-                    char a[40], b[40], x[40];
-                    const Point* pc = cell(t, size, qd, c, a, sizeof a);
-                    const Point* pk = cell(t, size, qd, "kernel/busy", b, sizeof b);
-                    const Point* px = cell(t, size, qd, kKernelBehindXdp, x, sizeof x);
-                    std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %s | %s | %s | %8s %8s\n", size, qd, t, a,
-                                b, x, ratio(pc, pk).c_str(), ratio(pc, px).c_str());
+                    auto find = [&](const std::string& by) {
+                        auto it = at.find({t, size, qd, by});
+                        return it == at.end() ? nullptr : it->second;
+                    };
+                    const Point* pc = find(c);
+                    const Point* pk = find("kernel/busy");
+                    const Point* px = find(kKernelBehindXdp);
+                    std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %s | %s | %s | %8s %8s\n", size, qd, t,
+                                cell(pc).c_str(), cell(pk).c_str(), cell(px).c_str(), ratio(pc, pk).c_str(),
+                                ratio(pc, px).c_str());
                 }
     }
     std::fflush(stdout);

@@ -258,26 +258,37 @@ def case_failures():
                 nslib.clean_hugefiles(f"{NAME}-a")
 
 
+def run_sweep(tag, args, keep_log=None):
+    """knb sweep --bed veth ARGS (1 s after 0.3 s, server on CPU 0), printed; exit 0 checked.
+    Returns (the process, the sweep's document, the text of the first --out log whose name
+    starts with keep_log or "")."""
+    doc = f"/tmp/{NAME}-{tag}.json"
+    out_dir = f"/tmp/{NAME}-{tag}"
+    try:
+        r = subprocess.run([KNB, "sweep", "--bed", "veth"] + args +
+                           ["--duration", "1", "--warmup", "0.3", "--server-cpus", "0", "--client-cpus", CPU_C,
+                            "--json", doc, "--out", out_dir],
+                           capture_output=True, text=True, timeout=300, env=ENV)
+        names = sorted(os.listdir(out_dir)) if keep_log and os.path.isdir(out_dir) else []
+        log = next((open(os.path.join(out_dir, f)).read() for f in names if f.startswith(keep_log)), "")
+        print(r.stdout)
+        print(r.stderr[-3000:])
+        check(r.returncode == 0, f"knb sweep {' '.join(args)} exited 0 (rc {r.returncode})")
+        with open(doc) as f:
+            return r, json.load(f), log
+    finally:
+        subprocess.run(["rm", "-rf", out_dir, doc])
+
+
 def case_sweep():
     with Bed() as b:
         http = nslib.Proc(b.a, ["/usr/bin/python3", "-m", "http.server", "8080", "--bind", SERVER_IP,
                                 "--directory", "/tmp"], "http.server")
         b.procs.append(http)
-        doc = f"/tmp/{NAME}-sweep.json"
-        out_dir = f"/tmp/{NAME}-sweep"
-        b.files.append(doc)
         probe = (f"ip netns exec {NAME}-b curl -sS -m 5 -o /dev/null -w 'HTTP %{{http_code}}' "
                  f"http://{SERVER_IP}:8080/")
-        r = subprocess.run([KNB, "sweep", "--bed", "veth", "--sizes", "64", "--iodepths", "1,4", "--modes", "inline",
-                            "--kernel-waits", "busy,block", "--duration", "1", "--warmup", "0.3", "--server-cpus", "0",
-                            "--client-cpus", CPU_C, "--json", doc, "--out", out_dir, "--probe", probe],
-                           capture_output=True, text=True, timeout=300, env=ENV)
-        subprocess.run(["rm", "-rf", out_dir])
-        print(r.stdout)
-        print(r.stderr[-3000:])
-        check(r.returncode == 0, f"knb sweep exited 0 (rc {r.returncode})")
-        with open(doc) as f:
-            d = json.load(f)
+        r, d, _ = run_sweep("sweep", ["--sizes", "64", "--iodepths", "1,4", "--modes", "inline", "--kernel-waits",
+                                      "busy,block", "--probe", probe])
         check(d["kind"] == "sweep" and len(d["runs"]) == 6 and not d["failed"],
               f"one sweep document with 6 runs, none failed ({len(d['runs'])} runs)")
         variants = sorted({x["config"]["label"] for x in d["runs"]})
@@ -294,21 +305,8 @@ def case_sweep():
 
 def case_kernel_client():
     with Bed():
-        doc = f"/tmp/{NAME}-kc.json"
-        out_dir = f"/tmp/{NAME}-kc"
-        r = subprocess.run([KNB, "sweep", "--bed", "veth", "--kernel-client", "--sizes", "64,4096", "--iodepths", "1",
-                            "--modes", "inline", "--kernel-waits", "busy", "--duration", "1", "--warmup", "0.3",
-                            "--server-cpus", "0", "--client-cpus", CPU_C, "--json", doc, "--out", out_dir],
-                           capture_output=True, text=True, timeout=300, env=ENV)
-        holder_logs = [f for f in os.listdir(out_dir) if f.startswith("server-xdp-holder")] if os.path.isdir(out_dir) else []
-        holder = open(os.path.join(out_dir, holder_logs[0])).read() if holder_logs else ""
-        subprocess.run(["rm", "-rf", out_dir])
-        print(r.stdout)
-        print(r.stderr[-3000:])
-        check(r.returncode == 0, f"knb sweep --kernel-client exited 0 (rc {r.returncode})")
-        with open(doc) as f:
-            d = json.load(f)
-        os.remove(doc)
+        r, d, holder = run_sweep("kc", ["--kernel-client", "--sizes", "64,4096", "--iodepths", "1", "--modes", "inline",
+                                        "--kernel-waits", "busy"], keep_log="server-xdp-holder")
         labels = sorted({x["config"]["label"] for x in d["runs"]})
         check(labels == ["crescent/inline", "kernel/busy"] and len(d["runs"]) == 4 and not d["failed"],
               f"'runs' holds the crescent and kernel/busy runs only, none failed: {labels}, {len(d['runs'])} runs")
