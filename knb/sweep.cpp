@@ -604,9 +604,11 @@ private:
     // --raw: one reflector for `threads` queues on the server side, a ping per size x iodepth point.
     // DPDK 22.11's memif server can crash when a client disconnects while its
     // queue is polled (the PMD unmaps the shared rings in its interrupt thread
-    // with no wait for the data path: SIGSEGV reading a ring's head). A
-    // reflector found dead before a ping is said on stderr and started again,
-    // so one disconnect does not fail the points after it.
+    // with no wait for the data path: SIGSEGV reading a ring's head). A ping
+    // that exits cleanly says goodbye first (stack/dev/memif_goodbye.hpp); for
+    // one killed outright, a reflector found dead before a ping is said on
+    // stderr and started again, so one disconnect does not fail the points
+    // after it.
     void run_raw(uint64_t threads) {
         const std::string t = std::to_string(threads);
         const std::string rlog = sw.out + "/raw-reflect-t" + t + ".log";

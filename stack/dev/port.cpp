@@ -184,7 +184,7 @@ void Queue::prepare() {
 
 uint16_t Queue::flush() {
     check_owner();
-    if (pending_ == 0) return 0;
+    if (pending_ == 0 || peer_closing_) return 0;  // quiet after a memif goodbye
     prepare();
     size_t sent_total = 0;
     // rte_eth_tx_burst takes a uint16_t count; the batch may be larger.
@@ -372,6 +372,9 @@ Status Port::open(uint16_t port_id, const PortConfig& cfg, std::unique_ptr<Port>
         // af_xdp_umem), and a frame built in it goes out without the PMD's copy.
         queue->frame_pool_ = queue->rx_zpool_ && p->driver_ == "net_af_xdp" ? queue->rx_pool_ : queue->tx_pool_;
         queue->batch_.assign(batch, nullptr);
+        queue->memif_ = p->driver_ == "net_memif";
+        queue->port_name_ = &p->name_;
+        rte_eth_macaddr_get(port_id, &queue->mac_);
         p->queues_.push_back(std::move(queue));
         Queue& qq = *p->queues_.back();
         if (int rc = rte_eth_rx_queue_setup(port_id, q, nb_rx, unsigned(socket), &rxconf, qq.rx_pool_); rc != 0)
@@ -402,6 +405,7 @@ Status Port::open(uint16_t port_id, const PortConfig& cfg, std::unique_ptr<Port>
 }
 
 Port::~Port() {
+    if (started_) say_goodbye();
     if (started_) {
         int rc = rte_eth_dev_stop(port_id_);
         if (rc != 0) log::get("dev")->warn("port {}: stop: {}", name_, rte_strerror(-rc));
@@ -459,6 +463,8 @@ PortStats Port::stats() const {
         s.queues.linearize_too_big += x.linearize_too_big;
         s.queues.tx_freed_at_close += x.tx_freed_at_close;
         s.queues.tx_prepare_drops += x.tx_prepare_drops;
+        s.queues.peer_goodbyes += x.peer_goodbyes;
+        s.queues.tx_freed_peer_gone += x.tx_freed_peer_gone;
     }
     return s;
 }

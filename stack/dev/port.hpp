@@ -27,6 +27,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "stack/dev/memif_goodbye.hpp"
 #include "stack/dev/status.hpp"
 #include "stack/wire/wire.hpp"
 #include "zbuf/dpdk.hpp"
@@ -89,6 +90,8 @@ struct QueueStats {
     uint64_t linearize_too_big = 0;// linearize failed: frame larger than one mbuf
     uint64_t tx_freed_at_close = 0;// queued frames freed when the port closed
     uint64_t tx_prepare_drops = 0; // frames rte_eth_tx_prepare refused (offload request the device cannot do)
+    uint64_t peer_goodbyes = 0;    // net_memif: goodbyes received (the peer closed; memif_goodbye.hpp)
+    uint64_t tx_freed_peer_gone = 0;// frames queued for a peer that said goodbye, freed
 };
 
 enum class TxResult : uint8_t {
@@ -112,13 +115,25 @@ public:
     const Offloads& offloads() const { return *offloads_; }
 
     // Poll up to n frames. Each returned mbuf is owned by the caller.
+    // net_memif: the frames of the goodbye handshake are taken out here, and
+    // after a goodbye the queue stays quiet (memif_goodbye.hpp).
     uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) {
         check_owner();
+        if (peer_closing_) [[unlikely]] {
+            if (!peer_gone()) return 0;
+        }
         uint16_t got = rte_eth_rx_burst(port_id_, id_, pkts, n);
         stats_.rx_packets += got;
-        for (uint16_t i = 0; i < got; i++) stats_.rx_bytes += rte_pktmbuf_pkt_len(pkts[i]);
+        bool control = false;
+        for (uint16_t i = 0; i < got; i++) {
+            stats_.rx_bytes += rte_pktmbuf_pkt_len(pkts[i]);
+            control |= memif_ && memif_goodbye::is_control(pkts[i]);
+        }
+        if (control) [[unlikely]] got = take_control(pkts, got);
         return got;
     }
+    // The peer said goodbye and the queue is quiet until it is gone.
+    bool peer_closing() const { return peer_closing_; }
 
     // Queue a frame for the next flush(). On anything but Queued the caller
     // keeps ownership of `m` (and must retry later or free it, counting it).
@@ -151,6 +166,11 @@ private:
     Queue(uint16_t port_id, uint16_t id, const Offloads* off) : port_id_(port_id), id_(id), offloads_(off) {}
     void check_owner();
     void free_pending();
+    // memif_goodbye.cpp: answer control frames (removed from pkts; returns
+    // the frames left), and end the quiet once the departed peer is gone.
+    uint16_t take_control(rte_mbuf** pkts, uint16_t n);
+    bool peer_gone();
+    bool send_control(memif_goodbye::Message msg);
 
     uint16_t port_id_;
     uint16_t id_;
@@ -169,6 +189,13 @@ private:
     size_t prepared_ = 0;
     QueueStats stats_;
     std::thread::id owner_{};
+    // net_memif only (memif_goodbye.hpp).
+    bool memif_ = false;
+    bool peer_closing_ = false;
+    uint64_t closing_since_ = 0; // TSC of the goodbye
+    uint64_t down_since_ = 0;    // TSC the link was first seen down after it; 0: not yet
+    rte_ether_addr mac_{};       // the port's, the source of control frames
+    const std::string* port_name_ = nullptr; // for the log (the Port outlives its queues)
 };
 
 struct PortStats {
@@ -200,6 +227,18 @@ public:
 
     PortStats stats() const;
 
+    // net_memif: the goodbye on every queue before the port closes, and the
+    // wait for the peer's answers (memif_goodbye.hpp). The destructor says it
+    // unless it was said already; say it first to learn how it went. Once
+    // said, the queues are no longer the engines' (the calling thread owns
+    // them). Other drivers: nothing is sent, an empty report.
+    struct GoodbyeReport {
+        size_t queues = 0;   // goodbyes to say (0: not memif, said already, or no link)
+        size_t quiet = 0;    // queues whose peer stopped polling (answered, or closes too)
+        size_t answered = 0; // of them, answered our goodbye
+    };
+    GoodbyeReport say_goodbye();
+
 private:
     Port() = default;
     uint16_t port_id_ = 0;
@@ -210,6 +249,7 @@ private:
     std::vector<std::unique_ptr<Queue>> queues_;
     bool started_ = false;
     bool configured_ = false;
+    bool said_goodbye_ = false;
 };
 
 // --- helpers for the engine ------------------------------------------------

@@ -9,6 +9,8 @@ Usage: knb_bed_test.py KNB CASE
 Every case builds its own bed with `tools/knb-bed up` under KNB_BED_NAME=kt<pid> (its own
 namespaces, memif socket and DPDK file prefixes) and always runs `tools/knb-bed down`, which
 must leave no namespace, socket or hugepage file behind (checked). Every wait is bounded.
+On memif every run also checks the goodbye (stack/dev/memif_goodbye.hpp): the side that
+closes first has each queue's goodbye answered, and the other side goes quiet on each queue.
 Exit: 0 pass, 1 fail, 77 skip (not root).
 
   bed                `env` describes both beds (parsed as a shell would); `up`/`down` are
@@ -268,6 +270,8 @@ def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None, par
     rrc = r.stop(timeout=15)
     rout = r.output()
     check(rrc == 0, f"{tag}: knb raw reflect exited 0 on SIGTERM (rc {rrc}):\n{rout[-1500:]}")
+    if b.kind == "memif":
+        check_goodbye(tag, out, rout, queues)
     m = re.search(r"knb raw reflect: (\d+) frames reflected .*per queue: ([\d ]+)\)", rout)
     check(m is not None, f"{tag}: the reflector printed its count")
     reflected = int(m.group(1))
@@ -411,7 +415,19 @@ def knb_pair(b, tag, threads, client_args, server_args=(), cpus=None):
     check(j["config"]["threads"] == threads and j["server"]["threads"] == threads and j["server"]["stack"] ==
           "crescent", f"{tag}: {threads} engine(s) on each side (the server said so in knb.info)")
     check("memif" in j["config"]["device"], f"{tag}: the client ran on memif ({j['config']['device']})")
+    check_goodbye(tag, cout, sout, threads)
     return j, cout, sout
+
+
+def check_goodbye(tag, closer, peer, queues):
+    """memif: the side that closed first said goodbye on every queue and each was answered; the
+    side that stayed went quiet on each (DPDK 22.11's PMD unmaps the rings under a queue still
+    polled: stack/dev/memif_goodbye.hpp). Whether it polled again before its own SIGTERM is a
+    race this harness does not wait out; dev_memif checks it."""
+    check(f"the peer stopped polling {queues} queue(s) for our close ({queues} answered our goodbye)" in closer,
+          f"{tag}: the closing side's {queues} goodbye(s) were answered")
+    check(peer.count("the peer said goodbye and was answered") == queues,
+          f"{tag}: the other side answered on {queues} queue(s) and went quiet")
 
 
 def case_memif_rpc():
