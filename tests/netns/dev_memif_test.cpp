@@ -6,8 +6,9 @@
 // closing port's goodbye is answered on its queue (the report says so) and
 // never reaches the poller; the polled queue then sends and receives nothing
 // until the link goes down, frees what was queued for the departed peer, and
-// polls again. Also the frame format: a foreign frame of the same ethertype
-// is not taken for a goodbye.
+// polls again. Two ports that say goodbye at once each take the other's
+// goodbye as the end of the wait. Also the frame format: a foreign frame of
+// the same ethertype is not taken for a goodbye.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -52,7 +53,9 @@ Env& env() {
         cfg.mode = dev::RuntimeConfig::Mode::Eal;
         cfg.eal_args = {"--no-pci", "--no-huge", "-m", "512", "--no-telemetry",
                         fmt::format("--vdev=net_memif0,role=server,id=0,socket={}", socket_path()),
-                        fmt::format("--vdev=net_memif1,role=client,id=0,socket={}", socket_path())};
+                        fmt::format("--vdev=net_memif1,role=client,id=0,socket={}", socket_path()),
+                        fmt::format("--vdev=net_memif2,role=server,id=1,socket={}", socket_path()),
+                        fmt::format("--vdev=net_memif3,role=client,id=1,socket={}", socket_path())};
         cfg.cores = "0";
         cfg.handle_signals = false;
         if (dev::Status st = dev::Runtime::start(cfg, &e.rt); !st.ok()) e.error = st.message();
@@ -166,6 +169,28 @@ TEST_CASE("memif goodbye: a closing port is answered, its peer's queue is quiet 
     CHECK(!server->link().up);
     // No peer: the server's own close says nothing.
     CHECK(server->say_goodbye().queues == 0);
+}
+
+TEST_CASE("memif goodbye: two ports that close at once take each other's goodbye as the answer", "[dev]") {
+    env();
+    auto server = open_port(2);
+    auto client = open_port(3);
+    for (int i = 0; i < 200 && !(server->link().up && client->link().up); ++i) std::this_thread::sleep_for(10ms);
+    REQUIRE(server->link().up);
+    REQUIRE(client->link().up);
+    dev::Port::GoodbyeReport rs, rc;
+    std::thread ts([&] { rs = server->say_goodbye(); });
+    std::thread tc([&] { rc = client->say_goodbye(); });
+    ts.join();
+    tc.join();
+    // Each side is quiet on its one queue: the other's goodbye, or its answer,
+    // ended the wait (a wait that ran out would leave it not quiet).
+    CHECK(rs.queues == 1);
+    CHECK(rs.quiet == 1);
+    CHECK(rc.queues == 1);
+    CHECK(rc.quiet == 1);
+    client.reset();
+    server.reset();
 }
 
 TEST_CASE("memif goodbye: frames of the ethertype are parsed only with the magic and a known kind", "[dev]") {
