@@ -70,6 +70,14 @@ bool Queue::send_control(mg::Message msg) {
     return false;
 }
 
+size_t Queue::drop_pending_for_departed_peer() {
+    const size_t n = pending_;
+    for (size_t k = 0; k < n; ++k) rte_pktmbuf_free(batch_[k]);
+    stats_.tx_freed_peer_gone += n;
+    pending_ = prepared_ = 0;
+    return n;
+}
+
 uint16_t Queue::take_control(rte_mbuf** pkts, uint16_t n) {
     uint16_t kept = 0;
     for (uint16_t i = 0; i < n; ++i) {
@@ -88,10 +96,7 @@ uint16_t Queue::take_control(rte_mbuf** pkts, uint16_t n) {
         closing_since_ = rte_get_tsc_cycles();
         down_since_ = 0;
         ++stats_.peer_goodbyes;
-        const size_t dropped = pending_;
-        for (size_t k = 0; k < pending_; ++k) rte_pktmbuf_free(batch_[k]);
-        stats_.tx_freed_peer_gone += pending_;
-        pending_ = prepared_ = 0;
+        const size_t dropped = drop_pending_for_departed_peer();
         log::get("dev")->info("port {} queue {} (net_memif): the peer said goodbye{}; the queue is quiet until it "
                               "is gone ({} queued frame(s) for it freed)",
                               *port_name_, id_, answered ? " and was answered" : " (the answer found no room)", dropped);
@@ -108,10 +113,7 @@ bool Queue::peer_gone() {
     const bool timed_out = now - closing_since_ >= mg::tsc_of(mg::kQuietMax);
     if (!down && !timed_out) return false;
     peer_closing_ = false;
-    const size_t dropped = pending_;
-    for (size_t k = 0; k < pending_; ++k) rte_pktmbuf_free(batch_[k]);
-    stats_.tx_freed_peer_gone += pending_;
-    pending_ = prepared_ = 0;
+    const size_t dropped = drop_pending_for_departed_peer();
     log::get("dev")->info("port {} queue {} (net_memif): {}; polling again ({} frame(s) queued meanwhile freed)",
                           *port_name_, id_,
                           down ? "the peer is gone" : "the peer's link is still up 2 s after its goodbye", dropped);

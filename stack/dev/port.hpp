@@ -171,6 +171,7 @@ private:
     uint16_t take_control(rte_mbuf** pkts, uint16_t n);
     bool peer_gone();
     bool send_control(memif_goodbye::Message msg);
+    size_t drop_pending_for_departed_peer();  // returns how many
 
     uint16_t port_id_;
     uint16_t id_;
