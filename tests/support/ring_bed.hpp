@@ -39,6 +39,7 @@
 #include "stack/engine/engine_impl.hpp"
 #include "stack/engine/impair.hpp"
 #include "stack/engine/nexthop.hpp"
+#include "tests/support/eal_cleanup.hpp"
 
 namespace crescent::test {
 
@@ -51,7 +52,7 @@ struct RingEnv {
     ~RingEnv() {
         arena.reset();
         if (pool) rte_mempool_free(pool);
-        if (eal) rte_eal_cleanup();
+        if (eal) eal_cleanup_with_run_dir();
     }
     static RingEnv& get() {
         static RingEnv e;

@@ -36,6 +36,7 @@
 #include "stack/engine/device.hpp"
 #include "stack/engine/engine_impl.hpp"
 #include "stack/engine/nexthop.hpp"
+#include "tests/support/eal_cleanup.hpp"
 #include "tests/support/echo_handlers.hpp"
 
 using namespace crescent;
@@ -55,7 +56,7 @@ struct Env {
     ~Env() {  // at exit: every engine and port of the test cases is gone by now
         arena.reset();
         if (pool) rte_mempool_free(pool);
-        if (eal) rte_eal_cleanup();
+        if (eal) crescent::test::eal_cleanup_with_run_dir();
     }
 };
 

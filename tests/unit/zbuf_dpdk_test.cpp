@@ -8,6 +8,7 @@
 
 #include <crescent/zbuf.hpp>
 
+#include "tests/support/eal_cleanup.hpp"
 #include "tests/support/zbuf_leak.hpp"
 #include "zbuf/dpdk.hpp"
 
@@ -56,7 +57,12 @@ void ensure_eal() {
         }
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());
-        return rte_eal_init(int(argv.size()), argv.data()) >= 0;
+        if (rte_eal_init(int(argv.size()), argv.data()) < 0) return false;
+        // At exit, after every test case's arena is gone: EAL and its run directory.
+        static struct AtExit {
+            ~AtExit() { crescent::test::eal_cleanup_with_run_dir(); }
+        } at_exit;
+        return true;
     }();
     REQUIRE(up);
 }
