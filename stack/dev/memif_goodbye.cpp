@@ -70,14 +70,6 @@ bool Queue::send_control(mg::Message msg) {
     return false;
 }
 
-size_t Queue::drop_pending_for_departed_peer() {
-    const size_t n = pending_;
-    for (size_t k = 0; k < n; ++k) rte_pktmbuf_free(batch_[k]);
-    stats_.tx_freed_peer_gone += n;
-    pending_ = prepared_ = 0;
-    return n;
-}
-
 uint16_t Queue::take_control(rte_mbuf** pkts, uint16_t n) {
     uint16_t kept = 0;
     for (uint16_t i = 0; i < n; ++i) {
@@ -89,14 +81,13 @@ uint16_t Queue::take_control(rte_mbuf** pkts, uint16_t n) {
         rte_pktmbuf_free(pkts[i]);
         // An acknowledgement reaches a queue only after its port stopped
         // waiting for it (Port::say_goodbye polls on its own): nothing to do.
-        if (msg.kind != mg::Kind::Goodbye || peer_closing_) continue;
+        if (msg.kind != mg::Kind::Goodbye || closing_since_ != 0) continue;
         const bool answered = send_control({mg::Kind::Ack, msg.queue});
         // Quiet from here on: the peer unmaps the rings once it has the answer.
-        peer_closing_ = true;
         closing_since_ = rte_get_tsc_cycles();
         down_since_ = 0;
         ++stats_.peer_goodbyes;
-        const size_t dropped = drop_pending_for_departed_peer();
+        const size_t dropped = free_pending(stats_.tx_freed_peer_gone);
         log::get("dev")->info("port {} queue {} (net_memif): the peer said goodbye{}; the queue is quiet until it "
                               "is gone ({} queued frame(s) for it freed)",
                               *port_name_, id_, answered ? " and was answered" : " (the answer found no room)", dropped);
@@ -112,8 +103,8 @@ bool Queue::peer_gone() {
     const bool down = down_since_ != 0 && now - down_since_ >= mg::tsc_of(mg::kDownGrace);
     const bool timed_out = now - closing_since_ >= mg::tsc_of(mg::kQuietMax);
     if (!down && !timed_out) return false;
-    peer_closing_ = false;
-    const size_t dropped = drop_pending_for_departed_peer();
+    closing_since_ = 0;
+    const size_t dropped = free_pending(stats_.tx_freed_peer_gone);
     log::get("dev")->info("port {} queue {} (net_memif): {}; polling again ({} frame(s) queued meanwhile freed)",
                           *port_name_, id_,
                           down ? "the peer is gone" : "the peer's link is still up 2 s after its goodbye", dropped);
@@ -133,7 +124,7 @@ Port::GoodbyeReport Port::say_goodbye() {
     for (size_t i = 0; i < n; ++i) {
         Queue& q = *queues_[i];
         q.bind_to_current_thread();  // the engines are gone: the closing thread owns the queues
-        if (q.peer_closing_) {       // the peer closes too, and said so first
+        if (q.peer_closing()) {      // the peer closes too, and said so first
             quiet[i] = true;
             continue;
         }

@@ -118,7 +118,7 @@ wire::CsumMode set_tx_offload(rte_mbuf* m, const Offloads& off, uint8_t l2_len, 
 
 // --- Queue -------------------------------------------------------------------
 
-Queue::~Queue() { free_pending(); }
+Queue::~Queue() { free_pending(stats_.tx_freed_at_close); }
 
 void Queue::check_owner() {
     if constexpr (kDebugChecks) {
@@ -131,10 +131,12 @@ void Queue::check_owner() {
     }
 }
 
-void Queue::free_pending() {
-    for (size_t i = 0; i < pending_; i++) rte_pktmbuf_free(batch_[i]);
-    stats_.tx_freed_at_close += pending_;
+size_t Queue::free_pending(uint64_t& counter) {
+    const size_t n = pending_;
+    for (size_t i = 0; i < n; i++) rte_pktmbuf_free(batch_[i]);
+    counter += n;
     pending_ = prepared_ = 0;
+    return n;
 }
 
 TxResult Queue::tx_enqueue(rte_mbuf* m) {
@@ -184,7 +186,7 @@ void Queue::prepare() {
 
 uint16_t Queue::flush() {
     check_owner();
-    if (pending_ == 0 || peer_closing_) return 0;  // quiet after a memif goodbye
+    if (pending_ == 0 || closing_since_ != 0) return 0;  // quiet after a memif goodbye
     prepare();
     size_t sent_total = 0;
     // rte_eth_tx_burst takes a uint16_t count; the batch may be larger.
@@ -405,12 +407,12 @@ Status Port::open(uint16_t port_id, const PortConfig& cfg, std::unique_ptr<Port>
 }
 
 Port::~Port() {
-    if (started_) say_goodbye();
     if (started_) {
+        say_goodbye();
         int rc = rte_eth_dev_stop(port_id_);
         if (rc != 0) log::get("dev")->warn("port {}: stop: {}", name_, rte_strerror(-rc));
     }
-    for (auto& q : queues_) q->free_pending();
+    for (auto& q : queues_) q->free_pending(q->stats_.tx_freed_at_close);
     if (configured_) rte_eth_dev_close(port_id_);
     // The device returned its mbufs at close: the pools can go.
     for (auto& q : queues_) {

@@ -119,7 +119,7 @@ public:
     // after a goodbye the queue stays quiet (memif_goodbye.hpp).
     uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) {
         check_owner();
-        if (peer_closing_) [[unlikely]] {
+        if (closing_since_ != 0) [[unlikely]] {
             if (!peer_gone()) return 0;
         }
         uint16_t got = rte_eth_rx_burst(port_id_, id_, pkts, n);
@@ -133,7 +133,7 @@ public:
         return got;
     }
     // The peer said goodbye and the queue is quiet until it is gone.
-    bool peer_closing() const { return peer_closing_; }
+    bool peer_closing() const { return closing_since_ != 0; }
 
     // Queue a frame for the next flush(). On anything but Queued the caller
     // keeps ownership of `m` (and must retry later or free it, counting it).
@@ -165,13 +165,13 @@ private:
     friend class Port;
     Queue(uint16_t port_id, uint16_t id, const Offloads* off) : port_id_(port_id), id_(id), offloads_(off) {}
     void check_owner();
-    void free_pending();
+    // Free the frames queued for the next flush, counted in `counter`; returns how many.
+    size_t free_pending(uint64_t& counter);
     // memif_goodbye.cpp: answer control frames (removed from pkts; returns
     // the frames left), and end the quiet once the departed peer is gone.
     uint16_t take_control(rte_mbuf** pkts, uint16_t n);
     bool peer_gone();
     bool send_control(memif_goodbye::Message msg);
-    size_t drop_pending_for_departed_peer();  // returns how many
 
     uint16_t port_id_;
     uint16_t id_;
@@ -192,8 +192,7 @@ private:
     std::thread::id owner_{};
     // net_memif only (memif_goodbye.hpp).
     bool memif_ = false;
-    bool peer_closing_ = false;
-    uint64_t closing_since_ = 0; // TSC of the goodbye
+    uint64_t closing_since_ = 0; // TSC of the goodbye; 0: no peer closing (the queue polls)
     uint64_t down_since_ = 0;    // TSC the link was first seen down after it; 0: not yet
     rte_ether_addr mac_{};       // the port's, the source of control frames
     const std::string* port_name_ = nullptr; // for the log (the Port outlives its queues)
