@@ -37,7 +37,7 @@ void EngineImpl::transmit(const tcp::OutSegment& s, Instant now) {
         warn(Warn::NeighFailed);
         return;
     }
-    const size_t tcp_len = wire::tcp_header_len(s.repr);
+    const size_t tcp_len = wire::ts_frame_fits(s.repr) ? wire::kTsTcpHeaderLen : wire::tcp_header_len(s.repr);
     const uint32_t payload_len = s.payload_len();
     rte_mbuf* m = nullptr;
     // Copy-break: a payload this small costs less to copy behind the headers
@@ -66,23 +66,29 @@ void EngineImpl::transmit(const tcp::OutSegment& s, Instant now) {
 
 void EngineImpl::emit_headers(std::byte* p, const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
                               uint32_t payload_len, std::span<const wire::Bytes> body) {
-    wire::EthRepr eth;
-    eth.dst = dst_mac;
-    eth.src = mac_;
-    eth.ethertype = wire::kEtherTypeIpv4;
-    wire::emit_eth(eth, wire::MutBytes(p, wire::kEthHeaderLen));
     wire::Ipv4Repr ip;
     ip.src = s.src;
     ip.dst = s.dst;
     ip.ecn = s.ip_ecn;
     ip.ident = ip_ident_++;
     ip.payload_len = uint16_t(tcp_len + payload_len);
-    wire::emit_ipv4(ip, wire::MutBytes(p + wire::kEthHeaderLen, wire::kIpv4HeaderLen), !caps_.tx_ip_csum);
     // TSO (s.tso_segsz): the device writes each segment's length into the
     // pseudo-header sum (DPDK's convention for RTE_MBUF_F_TX_TCP_SEG).
     const wire::CsumMode mode = s.tso_segsz != 0  ? wire::CsumMode::PseudoTso
                                 : caps_.tx_tcp_csum ? wire::CsumMode::PseudoOnly
                                                     : wire::CsumMode::Full;
+    // An established connection's segment (timestamps, no SACK blocks): the
+    // same bytes in straight-line code.
+    if (wire::ts_frame_fits(s.repr)) {
+        wire::emit_ts_frame(p, dst_mac, mac_, ip, s.repr, body, !caps_.tx_ip_csum, mode);
+        return;
+    }
+    wire::EthRepr eth;
+    eth.dst = dst_mac;
+    eth.src = mac_;
+    eth.ethertype = wire::kEtherTypeIpv4;
+    wire::emit_eth(eth, wire::MutBytes(p, wire::kEthHeaderLen));
+    wire::emit_ipv4(ip, wire::MutBytes(p + wire::kEthHeaderLen, wire::kIpv4HeaderLen), !caps_.tx_ip_csum);
     wire::emit_tcp(s.repr, ip, wire::MutBytes(p + wire::kEthHeaderLen + wire::kIpv4HeaderLen, tcp_len), body, mode);
 }
 

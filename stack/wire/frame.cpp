@@ -29,6 +29,13 @@ std::string_view drop_name(Drop d)
 
 Drop parse_frame(Bytes frame, Offload off, Frame* out)
 {
+    if (parse_ts_frame(frame, off, out))
+        return Drop::None;
+    return parse_frame_general(frame, off, out);
+}
+
+Drop parse_frame_general(Bytes frame, Offload off, Frame* out)
+{
     size_t ip_off = 0;
     if (Drop d = parse_eth(frame, &out->eth, &ip_off); d != Drop::None)
         return d;

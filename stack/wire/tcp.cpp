@@ -278,9 +278,14 @@ void emit_tcp(const TcpRepr& r, const Ipv4Repr& ip, MutBytes header, std::span<c
     st16(header, 16, 0);
     st16(header, 18, r.urgent);
     write_options(header, r.opts, plan);
+    tcp_fill_checksum(header.first(header_len), ip, payload, mode);
+}
+
+void tcp_fill_checksum(MutBytes header, const Ipv4Repr& ip, std::span<const Bytes> payload, CsumMode mode)
+{
     if (mode == CsumMode::None)
         return;
-
+    const size_t header_len = header.size();
     size_t l4_len = header_len;
     for (Bytes p : payload)
         l4_len += p.size();
@@ -301,7 +306,7 @@ void emit_tcp(const TcpRepr& r, const Ipv4Repr& ip, MutBytes header, std::span<c
         chain.add(Bytes(header.data(), header_len + payload[0].size()));
         i = 1;
     } else {
-        chain.add(header.first(header_len));
+        chain.add(header);
     }
     for (; i < payload.size(); ++i)
         chain.add(payload[i]);

@@ -191,6 +191,9 @@ Drop parse_tcp(Bytes segment, const Ipv4Repr& ip, bool checksum_verified, TcpRep
 enum class CsumMode : uint8_t { Full, PseudoOnly, PseudoTso, None };
 void emit_tcp(const TcpRepr& r, const Ipv4Repr& ip, MutBytes header, std::span<const Bytes> payload,
               CsumMode mode = CsumMode::Full);
+// The checksum step of emit_tcp alone, for a header already written (its
+// checksum field 0): `header` is exactly the TCP header, options included.
+void tcp_fill_checksum(MutBytes header, const Ipv4Repr& ip, std::span<const Bytes> payload, CsumMode mode);
 
 // ---- whole frames --------------------------------------------------------------
 
@@ -208,8 +211,38 @@ struct Frame {
     bool operator==(const Frame&) const = default;
 };
 // Ethernet -> IPv4 -> TCP in one call. On EthNotIpv4, out->eth is valid; on
-// IpNotTcp, out->eth and out->ip are valid.
+// IpNotTcp, out->eth and out->ip are valid. Tries parse_ts_frame first.
 Drop parse_frame(Bytes frame, Offload off, Frame* out);
+// The same without the shape test: every layout, step by step.
+Drop parse_frame_general(Bytes frame, Offload off, Frame* out);
+
+// ---- the established segment's frame -------------------------------------------
+//
+// Nearly every frame of an established connection has one shape: untagged
+// Ethernet, IPv4 without options, and TCP whose only option is the timestamp
+// in RFC 7323 Appendix A's layout (01 01 08 0a <tsval> <tsecr>), which crescent
+// and Linux both send. These handle that shape in straight-line code, without
+// the general path's option planning and layered reprs, and say no to
+// anything else, which then takes the general path. Their results are the
+// general path's, byte for byte and repr for repr (tests/unit/wire_test.cpp,
+// tests/fuzz/fuzz_wire.cpp).
+inline constexpr size_t kTsTcpHeaderLen = 32;
+inline constexpr size_t kTsFrameHeaderLen = kEthHeaderLen + kIpv4HeaderLen + kTsTcpHeaderLen;
+// emit_tcp would write r in the shape (tcp_header_len(r) == kTsTcpHeaderLen).
+inline bool ts_frame_fits(const TcpRepr& r)
+{
+    const TcpOptions& o = r.opts;
+    return o.ts.has_value() && !o.mss && !o.wscale && !o.sack_permitted && o.sack_count == 0;
+}
+// What emit_eth + emit_ipv4(ip, ip_csum) + emit_tcp(r, ip, payload, mode)
+// write at p (kTsFrameHeaderLen bytes) for an untagged `eth` and a repr that
+// ts_frame_fits(); ip.payload_len must be kTsTcpHeaderLen + the payload's bytes.
+void emit_ts_frame(std::byte* p, const MacAddr& dst, const MacAddr& src, const Ipv4Repr& ip, const TcpRepr& r,
+                   std::span<const Bytes> payload, bool ip_csum, CsumMode mode);
+// parse_frame's answer for a frame of the shape that passes every check
+// (true, *out filled); false for anything else, *out then unspecified: the
+// general parse decides (and names the drop).
+bool parse_ts_frame(Bytes frame, Offload off, Frame* out);
 
 // ---- checksums (RFC 1071) ----------------------------------------------------
 

@@ -1,6 +1,7 @@
 // libFuzzer target for stack/wire: parse_frame on arbitrary bytes with every
 // offload setting; a frame that parses is re-emitted and re-parsed, and the
-// reprs and payload bytes must come back identical (aborts otherwise).
+// reprs and payload bytes must come back identical, and the established
+// segment's shortcut must give the general parse's answer (aborts otherwise).
 // Built with -fsanitize=fuzzer,address,undefined (tests/fuzz/meson.build);
 // run by tools/run-fuzz on the seeds in tests/fuzz/corpus/wire/.
 #include <algorithm>
@@ -77,6 +78,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
             fail("drop reason out of range", off);
         if (d == Drop::None)
             check_roundtrip(in, fr, off);
+        // The established segment's shortcut (parse_ts_frame) changes nothing.
+        Frame general;
+        if (parse_frame_general(in, off, &general) != d)
+            fail("parse_frame and parse_frame_general disagree", off);
+        if (d == Drop::None && !(general == fr))
+            fail("parse_ts_frame's repr is not the general parse's", off);
     }
     // The checksum primitive agrees with itself across odd span splits.
     if (size > 1) {
