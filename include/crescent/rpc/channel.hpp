@@ -42,6 +42,7 @@
 #include <vector>
 
 #include <crescent/engine.hpp>
+#include <crescent/function.hpp>
 #include <crescent/rpc/protocol.hpp>
 #include <crescent/rpc/stats.hpp>
 #include <crescent/rpc/stream.hpp>
@@ -64,7 +65,8 @@ struct Reply {
 };
 // Run exactly once per accepted call, on the engine thread from the engine
 // loop (never inside call()), with the outcome; the Reply dies when it returns.
-using Continuation = std::function<void(Reply& r)>;
+// Move-only; captures of up to 48 bytes are kept inline (no allocation per call).
+using Continuation = InlineFunction<void(Reply& r)>;
 
 // How a call picks its connection among those up: the one with the fewest
 // calls in flight, or each in turn.
