@@ -7,6 +7,7 @@
 // prediction (tcp_rcv_established) and its tcp_options_write() fast case
 // assume. Same checks, same results: what is not exactly that layout, or
 // fails a check, goes to the general path, which names the drop.
+#include <cassert>
 #include <cstring>
 
 #include "stack/wire/wire.hpp"
@@ -57,6 +58,7 @@ bool martian_source(uint32_t src, uint32_t dst)  // as ipv4.cpp's
 void emit_ts_frame(std::byte* p, const MacAddr& dst, const MacAddr& src, const Ipv4Repr& ip, const TcpRepr& r,
                    std::span<const Bytes> payload, bool ip_csum, CsumMode mode)
 {
+    assert(ts_frame_fits(r));
     std::memcpy(p, dst.b.data(), 6);
     std::memcpy(p + 6, src.b.data(), 6);
     put16(p + 12, kEtherTypeIpv4);

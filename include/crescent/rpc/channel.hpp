@@ -65,7 +65,7 @@ struct Reply {
 };
 // Run exactly once per accepted call, on the engine thread from the engine
 // loop (never inside call()), with the outcome; the Reply dies when it returns.
-// Move-only; captures of up to 48 bytes are kept inline (no allocation per call).
+// A std::function that keeps captures of up to 48 bytes inside (no allocation per call).
 using Continuation = InlineFunction<void(Reply& r)>;
 
 // How a call picks its connection among those up: the one with the fewest
