@@ -37,7 +37,7 @@ void EngineImpl::transmit(const tcp::OutSegment& s, Instant now) {
         warn(Warn::NeighFailed);
         return;
     }
-    const size_t tcp_len = wire::ts_frame_fits(s.repr) ? wire::kTsTcpHeaderLen : wire::tcp_header_len(s.repr);
+    const size_t tcp_len = wire::tcp_header_len(s.repr);
     const uint32_t payload_len = s.payload_len();
     rte_mbuf* m = nullptr;
     // Copy-break: a payload this small costs less to copy behind the headers

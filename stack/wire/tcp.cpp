@@ -214,6 +214,8 @@ bool TcpOptions::operator==(const TcpOptions& o) const
 
 size_t tcp_header_len(const TcpRepr& r)
 {
+    if (ts_frame_fits(r))  // an established connection's segment: no planning
+        return kTsTcpHeaderLen;
     return kTcpHeaderLen + plan_options(r.opts).len;
 }
 
