@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -233,8 +234,9 @@ int cmd_top(const std::string& target, long count) {
             };
             double secs = d("mono_ns") / 1e9;
             if (secs <= 0) secs = 1;
-            double loops = d("loops");
-            double busy = loops > 0 ? 100.0 * (loops - d("idle_loops")) / loops : 0;
+            // The share of the interval spent in iterations that found work
+            // (a polling engine's CPU is 100 % busy to the kernel either way).
+            double busy = std::min(100.0, 100.0 * d("busy_ns") / (secs * 1e9));
             std::printf("%-6u %12.0f %12.0f %10.2f %10.2f %7.1f %7llu %10.0f\n", e, d("rx_packets") / secs,
                         d("tx_packets") / secs, d("rx_bytes") * 8 / secs / 1e6, d("tx_bytes") * 8 / secs / 1e6, busy,
                         (unsigned long long)cur[k + "connections"], d("epoll_events") / secs);

@@ -210,6 +210,12 @@ struct EngineStats {
     // \var idle_loops
     // Iterations that found no work (busy = loops - idle_loops).
     uint64_t loops = 0, idle_loops = 0;
+    // \var busy_ns
+    // Time spent in iterations that found work, from their poll to their end
+    // (engines with a device). Over an interval, its growth divided by the
+    // interval is the share of the core the stack and its handlers really
+    // use, and divided by the frames received, what each costs.
+    uint64_t busy_ns = 0;
     uint64_t sleeps = 0;              // waits with a timeout: idle back-off naps; without a
                                       //   device, KernelWait::Block epoll_waits that may sleep
     // \var rx_packets

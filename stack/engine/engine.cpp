@@ -235,6 +235,7 @@ size_t EngineImpl::poll_once() {
     pump(now);
     if (!txq_.empty()) flush_tx();
     else if (dev_->tx_pending()) dev_->flush();
+    if (pool_to_check_) [[unlikely]] check_rx_pool();
     nexthop_->quiescent();
     if (!fds_.empty() && now - last_fd_poll_ >= p_.cfg.fd_poll_interval) {
         last_fd_poll_ = now;
@@ -251,6 +252,8 @@ size_t EngineImpl::poll_once() {
         // Objs other threads freed wait in this core's return ring, counted
         // live, until an alloc misses its zone; an idle iteration gives them back.
         if (arena_) arena_->drain_returns();
+    } else {
+        st_.busy_ns += uint64_t((clock_.now() - now).count());  // one TSC read, after the output left
     }
     pub_.tick(*this, now);
     return work;

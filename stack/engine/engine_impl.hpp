@@ -206,6 +206,7 @@ private:
 
     void rx(Instant now, uint16_t n);  // rx.cpp
     void rx_one(rte_mbuf* m, Instant now, bool zero_copy);
+    void check_rx_pool();              // rx.cpp
     // The application made output (sends, closes) that the loop would send at
     // the end of this iteration. Not ACKs alone: sent early, one that a reply
     // later in the burst would have carried becomes a frame of its own.
@@ -352,10 +353,12 @@ private:
     std::unordered_map<int, std::function<void(uint32_t)>> fds_;
     uint32_t idle_count_ = 0;
     // RX zero-copy while the RX pool is more than half free (rx()); checked
-    // every kPoolCheckBursts bursts, every burst once it is not.
+    // every kPoolCheckBursts bursts, every burst once it is not, by
+    // check_rx_pool() once the burst's output is sent. It starts full.
     static constexpr uint32_t kPoolCheckBursts = 16;
     uint32_t pool_check_countdown_ = 0;
-    bool pool_roomy_ = false;
+    bool pool_roomy_ = true;
+    const rte_mempool* pool_to_check_ = nullptr;  // rx() asks check_rx_pool() to look at it
     // EngineConfig::burst_flush_after, or its default for the device (rx.cpp).
     Duration burst_flush_after_ = Duration::max();
     Instant loop_now_{};          // Engine::loop_time(): set where the loop polls for input

@@ -26,18 +26,13 @@ void EngineImpl::rx(Instant now, uint16_t n) {
     // Zero-copy RX keeps received mbufs alive for as long as the application
     // (or a send queue echoing them) holds the slices. When the RX pool runs
     // low, copy instead, so held payloads can never starve the NIC of
-    // buffers (which would stop the ACKs that release them): one pool check
-    // per burst.
-    // rte_mempool_avail_count() walks every lcore's cache (RTE_MAX_LCORE of
-    // them): the answer is refreshed every kPoolCheckBursts bursts, which a
-    // pool of thousands of mbufs cannot drain in between.
+    // buffers (which would stop the ACKs that release them). The pool is
+    // looked at after the burst's output has left (check_rx_pool), every
+    // kPoolCheckBursts bursts, which a pool of thousands of mbufs cannot
+    // drain in between, and after every burst once it is low.
     bool zero_copy = false;
     if (zbuf::contains(rx_pkts_[0])) {
-        if (pool_check_countdown_-- == 0) {
-            const rte_mempool* pool = rx_pkts_[0]->pool;
-            pool_roomy_ = rte_mempool_avail_count(pool) > pool->size / 2;
-            pool_check_countdown_ = pool_roomy_ ? kPoolCheckBursts : 0;
-        }
+        if (pool_check_countdown_-- == 0) pool_to_check_ = rx_pkts_[0]->pool;
         zero_copy = pool_roomy_;
         if (!zero_copy) ++st_.rx_copy_pressure;
     }
@@ -56,6 +51,16 @@ void EngineImpl::rx(Instant now, uint16_t n) {
             }
         }
     }
+}
+
+// rte_mempool_avail_count() walks every lcore's cache, RTE_MAX_LCORE (128)
+// of them 8 KiB apart, each a cache miss: ~600 cycles (BENCHMARKS.md,
+// session 15), which on the RX path every 17th request on memif waited for.
+void EngineImpl::check_rx_pool() {
+    const rte_mempool* pool = pool_to_check_;
+    pool_to_check_ = nullptr;
+    pool_roomy_ = rte_mempool_avail_count(pool) > pool->size / 2;
+    pool_check_countdown_ = pool_roomy_ ? kPoolCheckBursts : 0;
 }
 
 void EngineImpl::rx_one(rte_mbuf* m, Instant now, bool zero_copy) {

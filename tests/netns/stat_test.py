@@ -69,9 +69,11 @@ def case_load():
                       "engine.0.epoll_events", "engine.0.connections", "engine.0.tcp_segs_in", "zbuf.2048.capacity", "zbuf.2048.alloc_failed", "pid", "engines"):
                 check(k in c1, f"crescent-stat lists {k} ({c1.get(k)})")
             for k in ("engine.0.rx_packets", "engine.0.tx_packets", "engine.0.tx_bytes", "engine.0.loops",
-                      "engine.0.published"):
+                      "engine.0.busy_ns", "engine.0.published"):
                 check(c2[k] > c1[k], f"{k} increased between two reads ({c1[k]} -> {c2[k]})")
             check(c2["pid"] == pid and c2["engines"] == 1, "the counters are the server's (pid, one engine)")
+            busy, wall = c2["engine.0.busy_ns"] - c1["engine.0.busy_ns"], c2["engine.0.mono_ns"] - c1["engine.0.mono_ns"]
+            check(0 < busy <= wall, f"busy_ns grew by a part of the time between the reads ({busy} of {wall} ns)")
 
             ss = stat("ss", pid).stdout
             check(re.search(r"^LISTEN\s+0\s+\S+\s+\S+\s+10\.77\.0\.1:7300", ss, re.M) is not None,
@@ -92,6 +94,7 @@ def case_load():
             rows = [l.split() for l in top.splitlines() if re.match(r"^0\s", l)]
             check(len(rows) == 2 and all(float(r[1]) > 0 and float(r[2]) > 0 for r in rows),
                   f"top refreshed twice with engine 0's rx/tx packets per second > 0: {[r[1:3] for r in rows]}")
+            check(all(0 < float(r[5]) <= 100 for r in rows), f"top's busy% is a share of the core: {[r[5] for r in rows]}")
 
             none = stat("ss", pid, "state=syn-sent").stdout
             check(len(none.splitlines()) == 1, "a filter nothing matches lists only the header")
