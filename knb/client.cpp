@@ -170,6 +170,7 @@ public:
     bool have_stats = false;
     std::string stats0, stats1;
     uint64_t cpu0 = 0, cpu1 = 0;
+    uint64_t busy0 = 0, busy1 = 0;        // this engine's EngineStats::busy_ns at both ends of the window
 
 protected:
     enum class Phase : uint8_t { Info, Connecting, Waiting, Running, Final, Done };
@@ -292,12 +293,14 @@ protected:
             if (now >= warm_end && !window_stats_sent) {
                 window_stats_sent = true;
                 cpu0 = process_cpu_ns();
+                busy0 = e->stats().busy_ns;
                 ask_stats(false);
             }
             if (now >= end) {
                 phase = Phase::Final;
                 final_since = now;
                 cpu1 = process_cpu_ns();
+                busy1 = e->stats().busy_ns;
                 ask_stats(true);
             }
             break;
@@ -692,10 +695,17 @@ int run_client(const Options& o, Result* out) {
     res.error = sh.first_error;
     Loader& l0 = *loaders[0];
     if (l0.cpu1 > l0.cpu0) res.client_cpu_s = double(l0.cpu1 - l0.cpu0) / 1e9;
+    if (o.stack == Stack::Crescent) {
+        uint64_t busy = 0;
+        for (auto& l : loaders) busy += l->busy1 >= l->busy0 ? l->busy1 - l->busy0 : 0;
+        res.client_busy_s = double(busy) / 1e9;
+    }
     if (l0.have_stats) {
         uint64_t c0 = 0, c1 = 0, r1 = 0, d1 = 0;
         if (kv_u64(l0.stats0, "cpu_ns", &c0) && kv_u64(l0.stats1, "cpu_ns", &c1) && c1 >= c0)
             res.server_cpu_s = double(c1 - c0) / 1e9;
+        if (kv_u64(l0.stats0, "busy_ns", &c0) && kv_u64(l0.stats1, "busy_ns", &c1) && c1 >= c0)
+            res.server_busy_s = double(c1 - c0) / 1e9;
         if (kv_u64(l0.stats1, "retrans", &r1)) res.retrans_server = r1;
         if (sh.info.stack == "crescent" && kv_u64(l0.stats1, "drops", &d1)) res.drops_server = d1;
     }

@@ -178,6 +178,7 @@ std::string to_json(const Result& r) {
     };
     j.open("cpu_s").real("client", r.client_cpu_s).opt("server", r.server_cpu_s).close();
     j.open("cpu_us_per_rpc").opt("client", per_rpc(r.client_cpu_s)).opt("server", per_rpc(r.server_cpu_s)).close();
+    j.open("busy_us_per_rpc").opt("client", per_rpc(r.client_busy_s)).opt("server", per_rpc(r.server_busy_s)).close();
     j.open("retrans").u64("client", r.retrans_client).opt("server", r.retrans_server).close();
     j.open("drops").opt("client", r.drops_client).opt("server", r.drops_server).close();
     j.close();

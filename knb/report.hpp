@@ -8,7 +8,8 @@
 //    "server":{stack,mode,kernel_wait,threads,version} | null (echo: an unknown server),
 //    "result":{ok,error,seconds,requests,completed,verified,errors,rps,gbit_s,
 //              latency_us:{min,mean,p50,p90,p99,p999,max}, cpu_s:{client,server|null},
-//              cpu_us_per_rpc:{client,server|null}, retrans:{client,server|null}, drops:{client|null,server|null}},
+//              cpu_us_per_rpc:{client,server|null}, busy_us_per_rpc:{client|null,server|null} (crescent),
+//              retrans:{client,server|null}, drops:{client|null,server|null}},
 //    "cdf":[[latency_us, cumulative_fraction], ...]}
 // A sweep writes {"knb":1,"kind":"sweep","bed":..,"runs":[<run documents>...]}.
 #pragma once
@@ -48,6 +49,10 @@ struct Result {
     crescent::rpc::Histogram latency;     // ns, responses inside the window
     double client_cpu_s = 0;
     std::optional<double> server_cpu_s;
+    // crescent: time its engines spent in loop iterations that found work
+    // (EngineStats::busy_ns), the CPU the stack and knb's handlers really
+    // used; a polling engine's process CPU is its whole core either way.
+    std::optional<double> client_busy_s, server_busy_s;
     uint64_t retrans_client = 0;
     std::optional<uint64_t> retrans_server;
     std::optional<uint64_t> drops_client, drops_server;

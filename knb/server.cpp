@@ -106,15 +106,17 @@ struct Service {
     }
 
     void on_stats(rpc::Call& c) {
-        uint64_t retrans = 0, drops = 0, requests = 0;
+        publish();  // this engine's own counters are exact
+        uint64_t retrans = 0, drops = 0, requests = 0, busy = 0;
         for (const Published& p : sh->pub) {
             retrans += p.retrans.load(std::memory_order_relaxed);
             drops += p.drops.load(std::memory_order_relaxed);
             requests += p.requests.load(std::memory_order_relaxed);
+            busy += p.busy_ns.load(std::memory_order_relaxed);
         }
-        publish();  // this engine's own counters are exact
         std::string m = "cpu_ns=" + std::to_string(process_cpu_ns()) + ";retrans=" + std::to_string(retrans) +
                         ";drops=" + std::to_string(drops) + ";requests=" + std::to_string(requests);
+        if (sh->o->stack == Stack::Crescent) m += ";busy_ns=" + std::to_string(busy);
         c.reply(std::as_bytes(std::span(m.data(), m.size())));
     }
 
@@ -127,7 +129,11 @@ struct Service {
         }
         Published& p = sh->pub[e->index()];
         p.retrans.store(retrans, std::memory_order_relaxed);
-        p.drops.store(sh->o->stack == Stack::Crescent ? engine_drops(e->stats()) : 0, std::memory_order_relaxed);
+        if (sh->o->stack == Stack::Crescent) {
+            const EngineStats st = e->stats();
+            p.drops.store(engine_drops(st), std::memory_order_relaxed);
+            p.busy_ns.store(st.busy_ns, std::memory_order_relaxed);
+        }
         if (srv) p.requests.store(srv->stats().requests, std::memory_order_relaxed);  // knb.stats: rpc only
     }
 

@@ -36,6 +36,7 @@ struct Published {
     std::atomic<uint64_t> retrans{0};
     std::atomic<uint64_t> drops{0};
     std::atomic<uint64_t> requests{0};
+    std::atomic<uint64_t> busy_ns{0};  // EngineStats::busy_ns (crescent)
 };
 
 // Process CPU time (user + system), ns.

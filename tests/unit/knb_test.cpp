@@ -378,6 +378,7 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
     for (uint64_t v = 1000; v < 1000 + 1000 * 97; v += 97) r.latency.record(v);  // 1000 samples, 1..98 us
     r.client_cpu_s = 1.5;
     r.server_cpu_s = 2.0;
+    r.client_busy_s = 0.25;  // crescent's client: engines busy a quarter of a second
     r.retrans_server = 3;
 
     const std::string doc = to_json(r);
@@ -394,6 +395,7 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
           "result.latency_us.min", "result.latency_us.mean", "result.latency_us.p50", "result.latency_us.p90",
           "result.latency_us.p99", "result.latency_us.p999", "result.latency_us.max", "result.cpu_s.client",
           "result.cpu_s.server", "result.cpu_us_per_rpc.client", "result.cpu_us_per_rpc.server",
+          "result.busy_us_per_rpc.client", "result.busy_us_per_rpc.server",
           "result.retrans.client", "result.retrans.server", "result.drops.client", "result.drops.server", "cdf"})
         CHECK(j.keys.count(k) == 1);
     CHECK(j.scalars["knb"] == "1");
@@ -403,6 +405,8 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
     CHECK(j.scalars["result.drops.client"] == "null");  // kernel: not known
     CHECK(j.scalars["result.retrans.server"] == "3");
     CHECK(j.scalars["result.cpu_us_per_rpc.server"] == "2000");
+    CHECK(j.scalars["result.busy_us_per_rpc.client"] == "250");
+    CHECK(j.scalars["result.busy_us_per_rpc.server"] == "null");  // kernel: not known
     CHECK(j.scalars["config.loop"] == "\"closed\"");
     CHECK(j.scalars["config.cpus[]"] == "1");
     // The CDF: increasing latencies, a non-decreasing fraction ending at 1.
