@@ -173,6 +173,7 @@ struct Channel::Impl final : StreamHandler {
     Link* link_of(Stream& s) { return static_cast<Link*>(s.user()); }
 
     void cork_all(bool on) {
+        if (coalesces_sends(o.transport)) return;  // crescent: the calls share segments uncorked
         for (auto& l : links) {
             if (l->state != ConnState::Up) continue;
             if (l->stream) on ? l->stream->cork() : l->stream->uncork();
@@ -194,7 +195,7 @@ struct Channel::Impl final : StreamHandler {
         if (!l) return;
         for (const Slice& d : data) st.bytes_in += d.size();
         // Calls the continuations make while this delivery is decoded leave
-        // together, one write per connection.
+        // together, one write per connection (kernel; crescent's do anyway).
         cork_all(true);
         Decoder::DecodeError err = l->dec->feed(data, *l);
         cork_all(false);

@@ -65,10 +65,12 @@ public:
         if (!ss) return;  // refused: the abort is on its way
         for (const Slice& d : data) srv_.st_.bytes_in += d.size();
         // Replies to the requests of this delivery leave together (one
-        // writev / Conn::send); deferred replies go out when they are made.
-        s.cork();
+        // writev; crescent's segments are built after the delivery anyway);
+        // deferred replies go out when they are made.
+        const bool cork = !s.coalesces_sends();
+        if (cork) s.cork();
         Decoder::DecodeError e = ss->dec.feed(data, *ss);
-        s.uncork();
+        if (cork) s.uncork();
         if (e != Decoder::DecodeError::None) {
             switch (e) {
             case Decoder::DecodeError::BadMagic: ++srv_.st_.bad_magic; break;

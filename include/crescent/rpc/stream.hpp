@@ -47,6 +47,12 @@ std::string_view transport_name(Transport t);          // "crescent", "kernel"
 // Parses "crescent" or "kernel" (transport_name()'s spellings) into *out;
 // false, *out untouched, for anything else.
 bool parse_transport(std::string_view s, Transport* out);
+// Whether the sends a stream of transport `t` takes during one engine callback
+// leave together without cork(): crescent's send() only queues bytes on the
+// TCP connection, whose segments are built after the callback returns (so the
+// replies to one delivery share segments anyway); a kernel stream's send() is
+// a write(), and only cork() makes several of them one writev().
+constexpr bool coalesces_sends(Transport t) { return t == Transport::Crescent; }
 
 class Stream;
 
@@ -113,6 +119,9 @@ public:
     virtual void cork() = 0;
     // Ends cork(): the queued bytes go to the transport in one send.
     virtual void uncork() = 0;
+    // coalesces_sends(transport()): cork() would only add work (the RPC
+    // layer skips it then).
+    bool coalesces_sends() const { return rpc::coalesces_sends(transport_); }
 
     // Backpressure: while paused no on_data() is delivered and received bytes
     // stay with the transport (crescent batch mode and kernel: the receive
