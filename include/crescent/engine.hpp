@@ -214,7 +214,8 @@ struct EngineStats {
     // Time spent in iterations that found work, from their poll to their end
     // (engines with a device). Over an interval, its growth divided by the
     // interval is the share of the core the stack and its handlers really
-    // use, and divided by the frames received, what each costs.
+    // use, and divided by the frames received, what each costs. Wall time:
+    // a thread preempted inside such an iteration counts the gap too.
     uint64_t busy_ns = 0;
     uint64_t sleeps = 0;              // waits with a timeout: idle back-off naps; without a
                                       //   device, KernelWait::Block epoll_waits that may sleep
