@@ -256,15 +256,17 @@ struct Host::Impl {
     // became ESTABLISHED to the accept queue, free closed TCBs, re-arm timers.
     void after_call(uint32_t i, size_t first_event, Actions& out) {
         Slot& s = slots[i];
-        ConnId id = id_of(i);
-        for (size_t e = first_event; e < out.events.size(); ++e) {
-            if (out.events[e].conn == id && out.events[e].kind == EventKind::Connected && s.listener != 0) {
-                auto it = listeners.find(s.listener);
-                if (it != listeners.end()) {
-                    it->second.accept_q.push_back(id);
-                    out.events.push_back(Event{id, EventKind::Acceptable, CloseReason::None, 0, s.listener});
+        if (s.listener != 0) {  // a passive open not accept()ed yet: did it just become ESTABLISHED?
+            const ConnId id = id_of(i);
+            for (size_t e = first_event; e < out.events.size(); ++e) {
+                if (out.events[e].conn == id && out.events[e].kind == EventKind::Connected) {
+                    auto it = listeners.find(s.listener);
+                    if (it != listeners.end()) {
+                        it->second.accept_q.push_back(id);
+                        out.events.push_back(Event{id, EventKind::Acceptable, CloseReason::None, 0, s.listener});
+                    }
+                    break;
                 }
-                break;
             }
         }
         if (s.tcb->state() == State::Closed) {
