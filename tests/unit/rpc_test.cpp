@@ -88,16 +88,25 @@ struct Tally {
 // the next request, and must not when the Call was moved out).
 enum class Answer { Inline, Deferred, Mixed };
 
+// `svc` listening on `port` over `t` (engine b, or loopback for the kernel),
+// and the options of a channel from engine a to it.
+rpc::ChannelOptions serve(Service& svc, RingBed& bed, rpc::Transport t, uint16_t port, unsigned depth,
+                          unsigned conns) {
+    const Ipv4 loopback{0x7f000001};
+    std::string err;
+    REQUIRE(svc.srv.listen(t, port, &err, t == rpc::Transport::Kernel ? loopback : Ipv4{}));
+    rpc::ChannelOptions o;
+    o.server = {t == rpc::Transport::Crescent ? bed.ip_b : loopback, port};
+    o.transport = t;
+    o.depth = depth;
+    o.conns_per_engine = conns;
+    return o;
+}
+
 void echo_load(RingBed& bed, rpc::Transport t, uint16_t port, unsigned calls, unsigned depth, size_t max_size,
                Answer answer) {
     Service svc(bed.b());
-    std::string err;
-    REQUIRE(svc.srv.listen(t, port, &err, t == rpc::Transport::Kernel ? Ipv4{0x7f000001} : Ipv4{}));
-    rpc::ChannelOptions o;
-    o.server = {t == rpc::Transport::Crescent ? bed.ip_b : Ipv4{0x7f000001}, port};
-    o.transport = t;
-    o.depth = depth;
-    o.conns_per_engine = 2;
+    rpc::ChannelOptions o = serve(svc, bed, t, port, depth, 2);
     o.deadline = 20s;
     rpc::Channel ch(bed.a(), o);
     // Both connections up first (on an impaired wire a SYN may wait for its RTO).
@@ -222,14 +231,7 @@ namespace {
 void pipelined_rounds(RingBed& bed, rpc::Transport t, uint16_t port) {
     constexpr unsigned kDepth = 16, kRounds = 20;
     Service svc(bed.b());
-    std::string err;
-    REQUIRE(svc.srv.listen(t, port, &err, t == rpc::Transport::Kernel ? Ipv4{0x7f000001} : Ipv4{}));
-    rpc::ChannelOptions o;
-    o.server = {t == rpc::Transport::Crescent ? bed.ip_b : Ipv4{0x7f000001}, port};
-    o.transport = t;
-    o.depth = kDepth;
-    o.conns_per_engine = 1;
-    rpc::Channel ch(bed.a(), o);
+    rpc::Channel ch(bed.a(), serve(svc, bed, t, port, kDepth, 1));
     REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 10s));
     auto segs_out = [](const std::vector<ConnStats>& cs) {
         REQUIRE(cs.size() == 1);
