@@ -34,6 +34,8 @@
 #include <rte_mempool.h>
 #include <rte_version.h>
 
+#include "tests/support/eal_cleanup.hpp"
+
 using namespace crescent;
 
 namespace {
@@ -213,6 +215,6 @@ int main(int argc, char** argv) {
     rte_mempool_free(mp);
     if (arena->live() != 0) std::printf("\n  WARNING: %llu zbufs leaked\n", static_cast<unsigned long long>(arena->live()));
     arena.reset();
-    rte_eal_cleanup();
+    crescent::test::eal_cleanup_with_run_dir();  // and /var/run/dpdk/bench_zbuf_<pid>
     return 0;
 }
