@@ -67,7 +67,7 @@ public:
         // Replies to the requests of this delivery leave together (one
         // writev; crescent's segments are built after the delivery anyway);
         // deferred replies go out when they are made.
-        const bool cork = !s.coalesces_sends();
+        const bool cork = !coalesces_sends(s.transport());
         if (cork) s.cork();
         Decoder::DecodeError e = ss->dec.feed(data, *ss);
         if (cork) s.uncork();

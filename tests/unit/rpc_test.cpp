@@ -226,7 +226,7 @@ namespace {
 // continuations of replies arriving together make, leave together: a few
 // segments per round of 16, not one each. The RPC layer corks a kernel stream
 // for that (one writev); a crescent stream it leaves uncorked
-// (Stream::coalesces_sends), because TCP builds its segments after the
+// (rpc::coalesces_sends), because TCP builds its segments after the
 // delivery returns.
 void pipelined_rounds(RingBed& bed, rpc::Transport t, uint16_t port) {
     constexpr unsigned kDepth = 16, kRounds = 20;

@@ -119,9 +119,6 @@ public:
     virtual void cork() = 0;
     // Ends cork(): the queued bytes go to the transport in one send.
     virtual void uncork() = 0;
-    // coalesces_sends(transport()): cork() would only add work (the RPC
-    // layer skips it then).
-    bool coalesces_sends() const { return rpc::coalesces_sends(transport_); }
 
     // Backpressure: while paused no on_data() is delivered and received bytes
     // stay with the transport (crescent batch mode and kernel: the receive
