@@ -171,6 +171,7 @@ public:
     std::string stats0, stats1;
     uint64_t cpu0 = 0, cpu1 = 0;
     uint64_t busy0 = 0, busy1 = 0;        // this engine's EngineStats::busy_ns at both ends of the window
+    PhaseSums phases0, phases1;           // and its sampled phase times
 
 protected:
     enum class Phase : uint8_t { Info, Connecting, Waiting, Running, Final, Done };
@@ -293,14 +294,20 @@ protected:
             if (now >= warm_end && !window_stats_sent) {
                 window_stats_sent = true;
                 cpu0 = process_cpu_ns();
-                busy0 = e->stats().busy_ns;
+                const EngineStats st = e->stats();
+                busy0 = st.busy_ns;
+                phases0 = {};
+                phases0.add(st);
                 ask_stats(false);
             }
             if (now >= end) {
                 phase = Phase::Final;
                 final_since = now;
                 cpu1 = process_cpu_ns();
-                busy1 = e->stats().busy_ns;
+                const EngineStats st = e->stats();
+                busy1 = st.busy_ns;
+                phases1 = {};
+                phases1.add(st);
                 ask_stats(true);
             }
             break;
@@ -699,6 +706,13 @@ int run_client(const Options& o, Result* out) {
         uint64_t busy = 0;
         for (auto& l : loaders) busy += l->busy1 >= l->busy0 ? l->busy1 - l->busy0 : 0;
         res.client_busy_s = double(busy) / 1e9;
+        PhaseSums ph;
+        for (auto& l : loaders) {
+            const PhaseSums d = l->phases1.since(l->phases0);
+            ph.samples += d.samples;
+            for (size_t i = 0; i < ph.ns.size(); ++i) ph.ns[i] += d.ns[i];
+        }
+        res.client_phases = ph;
     }
     if (l0.have_stats) {
         uint64_t c0 = 0, c1 = 0, r1 = 0, d1 = 0;
@@ -706,6 +720,7 @@ int run_client(const Options& o, Result* out) {
             res.server_cpu_s = double(c1 - c0) / 1e9;
         if (kv_u64(l0.stats0, "busy_ns", &c0) && kv_u64(l0.stats1, "busy_ns", &c1) && c1 >= c0)
             res.server_busy_s = double(c1 - c0) / 1e9;
+        if (PhaseSums p0, p1; p0.from_kv(l0.stats0) && p1.from_kv(l0.stats1)) res.server_phases = p1.since(p0);
         if (kv_u64(l0.stats1, "retrans", &r1)) res.retrans_server = r1;
         if (sh.info.stack == "crescent" && kv_u64(l0.stats1, "drops", &d1)) res.drops_server = d1;
     }

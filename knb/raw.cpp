@@ -62,6 +62,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 
+#include <crescent/engine.hpp>
 #include <crescent/rpc/histogram.hpp>
 
 #include "stack/dev/runtime.hpp"
@@ -355,6 +356,13 @@ struct ReflectLoop {
     uint64_t tx_dropped = 0; // the TX batch was full: freed
     uint64_t held_dropped = 0; // frames of messages that never completed, freed to bound `held`
     uint64_t unanswerable = 0; // --resp-size asked for an answer the completing frame cannot carry
+    // One iteration that received frames in kPhaseSampleEvery is timed, as
+    // crescent's engines time theirs (EngineStats::phase_ns): TSC ticks in the
+    // poll that found them, the reflecting, and the flush.
+    static constexpr uint32_t kPhaseSampleEvery = crescent::EngineStats::kPhaseSampleEvery;
+    uint32_t phase_countdown = 1;
+    uint64_t phase_samples = 0;
+    std::array<uint64_t, 3> phase_tsc{};
 
     // Frames of --split messages whose last part has not arrived, in arrival order.
     struct Held {
@@ -418,7 +426,14 @@ struct ReflectLoop {
         uint32_t polls = 0;
         for (;;) {
             if ((++polls & 1023) == 0 && (stopping() || (end_tsc && rte_rdtsc() >= end_tsc))) break;
+            const uint64_t polled = rte_rdtsc();
             const uint16_t n = q->rx_burst(pkts.data(), kBurst);
+            const bool timed = n != 0 && --phase_countdown == 0;
+            uint64_t t1 = 0;
+            if (timed) {
+                phase_countdown = kPhaseSampleEvery;
+                t1 = rte_rdtsc();
+            }
             for (uint16_t i = 0; i < n; ++i) {
                 rte_mbuf* m = pkts[i];
                 auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
@@ -441,7 +456,14 @@ struct ReflectLoop {
                 }
                 send_back(m);
             }
+            const uint64_t t2 = timed ? rte_rdtsc() : 0;
             q->flush();
+            if (timed) {
+                ++phase_samples;
+                phase_tsc[0] += t1 - polled;
+                phase_tsc[1] += t2 - t1;
+                phase_tsc[2] += rte_rdtsc() - t2;
+            }
             nap.after_poll(n != 0);
         }
         for (const Held& x : held) rte_pktmbuf_free(x.m);
@@ -739,9 +761,12 @@ int run_reflect(const RawOptions& o) {
     }
     run_loops(loops, d.lcores);
     const double secs = double(rte_rdtsc() - t0) / double(rte_get_tsc_hz());
-    uint64_t reflected = 0, ignored = 0, dropped = 0, unfinished = 0, unanswerable = 0;
+    uint64_t reflected = 0, ignored = 0, dropped = 0, unfinished = 0, unanswerable = 0, samples = 0;
+    std::array<uint64_t, 3> phase_tsc{};
     std::string per_queue;
     for (unsigned i = 0; i < o.queues; ++i) {
+        samples += loops[i]->phase_samples;
+        for (size_t k = 0; k < phase_tsc.size(); ++k) phase_tsc[k] += loops[i]->phase_tsc[k];
         reflected += loops[i]->reflected;
         ignored += loops[i]->ignored;
         dropped += loops[i]->tx_dropped;
@@ -756,6 +781,14 @@ int run_reflect(const RawOptions& o) {
                 "frame; device imissed %" PRIu64 " rx_nombuf %" PRIu64 "\n",
                 reflected, secs, per_queue.c_str(), ignored, dropped, unfinished, unanswerable, ps.dev.imissed,
                 ps.dev.rx_nombuf);
+    if (samples != 0) {
+        // As crescent's engines' EngineStats::phase_ns: the device's share of a turn, beside the stack's.
+        const double ns_per_tsc = 1e9 / double(rte_get_tsc_hz()) / double(samples);
+        std::printf("knb raw reflect: iterations that received frames, %" PRIu64 " sampled (1 in %u): poll %.0f ns, "
+                    "reflect %.0f ns, flush %.0f ns (means)\n",
+                    samples, ReflectLoop::kPhaseSampleEvery, double(phase_tsc[0]) * ns_per_tsc,
+                    double(phase_tsc[1]) * ns_per_tsc, double(phase_tsc[2]) * ns_per_tsc);
+    }
     std::fflush(stdout);
     return 0;
 }

@@ -181,6 +181,22 @@ std::string to_json(const Result& r) {
     j.open("busy_us_per_rpc").opt("client", per_rpc(r.client_busy_s)).opt("server", per_rpc(r.server_busy_s)).close();
     j.open("retrans").u64("client", r.retrans_client).opt("server", r.retrans_server).close();
     j.open("drops").opt("client", r.drops_client).opt("server", r.drops_server).close();
+    j.open("phase_ns");
+    for (const auto& [side, p] : {std::pair{"client", &r.client_phases}, std::pair{"server", &r.server_phases}}) {
+        if (!*p) {
+            j.null(side);
+            continue;
+        }
+        const PhaseSums& s = **p;
+        j.open(side).u64("samples", s.samples);
+        for (size_t i = 0; i < s.ns.size(); ++i) {
+            const std::string_view name = crescent::EngineStats::phase_name(i);
+            if (s.samples == 0) j.null(name);
+            else j.real(name, double(s.ns[i]) / double(s.samples));
+        }
+        j.close();
+    }
+    j.close();
     j.close();
     j.raw("cdf", cdf_json(h));
     return j.s + "}";

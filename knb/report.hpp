@@ -9,7 +9,10 @@
 //    "result":{ok,error,seconds,requests,completed,verified,errors,rps,gbit_s,
 //              latency_us:{min,mean,p50,p90,p99,p999,max}, cpu_s:{client,server|null},
 //              cpu_us_per_rpc:{client,server|null}, busy_us_per_rpc:{client|null,server|null} (crescent),
-//              retrans:{client,server|null}, drops:{client|null,server|null}},
+//              retrans:{client,server|null}, drops:{client|null,server|null},
+//              phase_ns:{client|null,server|null} (crescent: {samples, poll, rx, timers, output,
+//              flush, rest}, the mean ns of each phase of the sampled RX iterations in the window,
+//              EngineStats::phase_ns; the phases are null when no iteration was sampled)},
 //    "cdf":[[latency_us, cumulative_fraction], ...]}
 // A sweep writes {"knb":1,"kind":"sweep","bed":..,"runs":[<run documents>...]}.
 #pragma once
@@ -23,6 +26,7 @@
 #include <crescent/rpc/histogram.hpp>
 
 #include "knb/options.hpp"
+#include "knb/setup.hpp"
 
 namespace knb {
 
@@ -53,6 +57,8 @@ struct Result {
     // (EngineStats::busy_ns), the CPU the stack and knb's handlers really
     // used; a polling engine's process CPU is its whole core either way.
     std::optional<double> client_busy_s, server_busy_s;
+    // crescent: where those iterations' time went, sampled (EngineStats::phase_ns)
+    std::optional<PhaseSums> client_phases, server_phases;
     uint64_t retrans_client = 0;
     std::optional<uint64_t> retrans_server;
     std::optional<uint64_t> drops_client, drops_server;

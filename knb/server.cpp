@@ -108,15 +108,18 @@ struct Service {
     void on_stats(rpc::Call& c) {
         publish();  // this engine's own counters are exact
         uint64_t retrans = 0, drops = 0, requests = 0, busy = 0;
+        PhaseSums phases;
         for (const Published& p : sh->pub) {
             retrans += p.retrans.load(std::memory_order_relaxed);
             drops += p.drops.load(std::memory_order_relaxed);
             requests += p.requests.load(std::memory_order_relaxed);
             busy += p.busy_ns.load(std::memory_order_relaxed);
+            phases.samples += p.phase_samples.load(std::memory_order_relaxed);
+            for (size_t i = 0; i < phases.ns.size(); ++i) phases.ns[i] += p.phase_ns[i].load(std::memory_order_relaxed);
         }
         std::string m = "cpu_ns=" + std::to_string(process_cpu_ns()) + ";retrans=" + std::to_string(retrans) +
                         ";drops=" + std::to_string(drops) + ";requests=" + std::to_string(requests);
-        if (sh->o->stack == Stack::Crescent) m += ";busy_ns=" + std::to_string(busy);
+        if (sh->o->stack == Stack::Crescent) m += ";busy_ns=" + std::to_string(busy) + ";" + phases.to_kv();
         c.reply(std::as_bytes(std::span(m.data(), m.size())));
     }
 
@@ -133,6 +136,8 @@ struct Service {
             const EngineStats st = e->stats();
             p.drops.store(engine_drops(st), std::memory_order_relaxed);
             p.busy_ns.store(st.busy_ns, std::memory_order_relaxed);
+            p.phase_samples.store(st.phase_samples, std::memory_order_relaxed);
+            for (size_t i = 0; i < st.phase_ns.size(); ++i) p.phase_ns[i].store(st.phase_ns[i], std::memory_order_relaxed);
         }
         if (srv) p.requests.store(srv->stats().requests, std::memory_order_relaxed);  // knb.stats: rpc only
     }

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "knb/proto.hpp"
+
 namespace knb {
 
 using namespace crescent;
@@ -58,6 +60,33 @@ uint64_t engine_drops(const EngineStats& s) {
                  s.drop_neigh_failed + s.rx_no_memory + s.rx_multiseg + s.tcp_drop_wrong_dst +
                  s.tcp_drop_backlog_full;
     for (uint64_t p : s.parse_drops) d += p;
+    return d;
+}
+
+void PhaseSums::add(const EngineStats& s) {
+    samples += s.phase_samples;
+    for (size_t i = 0; i < ns.size(); ++i) ns[i] += s.phase_ns[i];
+}
+
+std::string PhaseSums::to_kv() const {
+    std::string m = "phase_samples=" + std::to_string(samples);
+    for (size_t i = 0; i < ns.size(); ++i)
+        m += ";phase_" + std::string(EngineStats::phase_name(i)) + "_ns=" + std::to_string(ns[i]);
+    return m;
+}
+
+bool PhaseSums::from_kv(std::string_view kv) {
+    if (!kv_u64(kv, "phase_samples", &samples)) return false;
+    for (size_t i = 0; i < ns.size(); ++i)
+        if (!kv_u64(kv, "phase_" + std::string(EngineStats::phase_name(i)) + "_ns", &ns[i])) return false;
+    return true;
+}
+
+PhaseSums PhaseSums::since(const PhaseSums& earlier) const {
+    auto minus = [](uint64_t a, uint64_t b) { return a >= b ? a - b : 0; };
+    PhaseSums d;
+    d.samples = minus(samples, earlier.samples);
+    for (size_t i = 0; i < ns.size(); ++i) d.ns[i] = minus(ns[i], earlier.ns[i]);
     return d;
 }
 

@@ -302,7 +302,28 @@ struct EngineStats {
     // \var pcap_dropped_cap
     // Frames not written because the size cap was reached (or a write failed).
     uint64_t pcap_frames = 0, pcap_dropped_cap = 0;
+    // \var phase_ns
+    // Where an iteration that received frames spends its time, sampled: one
+    // such iteration in kPhaseSampleEvery is timed phase by phase (a TSC read
+    // at each boundary; the others pay one branch) and its nanoseconds added
+    // here, by phase (phase_name): the device's poll (rx_burst), the burst
+    // through the stack (parse, TCP, the inline handlers), the timers, TCP's
+    // output and the frames built (pump), the device's send (tx_burst), and
+    // the rest of the loop after the output left. Wall time, like busy_ns.
+    // \var phase_samples
+    // Iterations timed: phase_ns[i] / phase_samples is phase i's mean.
+    // \var kPhases
+    // The loop phases phase_ns counts (see phase_name).
+    // \var kPhaseSampleEvery
+    // One iteration that received frames in this many is timed.
+    static constexpr size_t kPhases = 6;
+    static constexpr uint32_t kPhaseSampleEvery = 64;
+    std::array<uint64_t, kPhases> phase_ns{};
+    uint64_t phase_samples = 0;
 
+    // Phase i's name (< kPhases): poll, rx, timers, output, flush, rest; its
+    // counter is `phase_<name>_ns` in for_each().
+    static std::string_view phase_name(size_t i);
     // The wire layer's name of parse drop reason `i` (< kParseDrops);
     // its counter is `parse_<name>` in for_each(); "unknown" past the
     // wire layer's reasons.

@@ -81,6 +81,11 @@ std::string_view EngineStats::parse_drop_name(size_t i) {
     return wire::drop_name(wire::Drop(i));
 }
 
+std::string_view EngineStats::phase_name(size_t i) {
+    static constexpr std::array<std::string_view, kPhases> names{"poll", "rx", "timers", "output", "flush", "rest"};
+    return i < kPhases ? names[i] : "unknown";
+}
+
 void EngineStats::for_each(const std::function<void(std::string_view, uint64_t)>& fn) const {
 #define CRESCENT_STAT(f) fn(#f, f)
     CRESCENT_STAT(loops); CRESCENT_STAT(idle_loops); CRESCENT_STAT(busy_ns); CRESCENT_STAT(sleeps);
@@ -98,6 +103,8 @@ void EngineStats::for_each(const std::function<void(std::string_view, uint64_t)>
     CRESCENT_STAT(tcp_syn_cookies_ok); CRESCENT_STAT(tcp_syn_cookies_bad);
     CRESCENT_STAT(pcap_frames); CRESCENT_STAT(pcap_dropped_cap);
 #undef CRESCENT_STAT
+    fn("phase_samples", phase_samples);
+    for (size_t i = 0; i < kPhases; ++i) fn(fmt::format("phase_{}_ns", phase_name(i)), phase_ns[i]);
     for (size_t i = 1; i < wire::kDropCount; ++i)
         fn(fmt::format("parse_{}", parse_drop_name(i)), parse_drops[i]);
 }

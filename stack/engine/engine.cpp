@@ -2,6 +2,7 @@
 // Engine / Conn API on top of it. See engine_impl.hpp for the structure;
 // TX frames are built in tx_frame.cpp.
 #include "stack/engine/engine_impl.hpp"
+#include "stack/engine/phase_timer.hpp"
 
 #include <sys/epoll.h>
 #include <time.h>
@@ -213,10 +214,16 @@ size_t EngineImpl::poll_once() {
     Instant now = clock_.now();
     loop_now_ = now;
     uint16_t n = dev_->rx_burst(rx_pkts_.data(), p_.cfg.burst);
+    PhaseTimer phases(clock_, st_);
     if (n) {
+        if (--phase_countdown_ == 0) [[unlikely]] {
+            phase_countdown_ = EngineStats::kPhaseSampleEvery;
+            phases.start(now);
+        }
         if (p_.pcap) p_.pcap->write_mbufs(rx_pkts_.data(), n, now);  // as received
         rx(now, n);
         work += n;
+        phases.end(Phase::Rx);
     }
     // Timers: the Host's earliest TCP deadline, then the wheel (app timers).
     if (now >= host_.next_deadline()) {
@@ -232,9 +239,12 @@ size_t EngineImpl::poll_once() {
         work += ran;
     }
     if (!pending_.empty()) retry_pending(now);
+    phases.end(Phase::Timers);
     pump(now);
+    phases.end(Phase::Output);
     if (!txq_.empty()) flush_tx();
     else if (dev_->tx_pending()) dev_->flush();
+    phases.end(Phase::Flush);
     if (pool_to_check_) [[unlikely]] check_rx_pool();
     nexthop_->quiescent();
     if (!fds_.empty() && now - last_fd_poll_ >= p_.cfg.fd_poll_interval) {
@@ -255,6 +265,7 @@ size_t EngineImpl::poll_once() {
     } else {
         st_.busy_ns += uint64_t((clock_.now() - now).count());  // one TSC read, after the output left
     }
+    phases.end(Phase::Rest);  // before the publisher's tick, which copies the counters
     pub_.tick(*this, now);
     return work;
 }

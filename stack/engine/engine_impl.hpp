@@ -362,6 +362,7 @@ private:
     // EngineConfig::burst_flush_after, or its default for the device (rx.cpp).
     Duration burst_flush_after_ = Duration::max();
     Instant loop_now_{};          // Engine::loop_time(): set where the loop polls for input
+    uint32_t phase_countdown_ = 1;  // RX iterations until the next one timed (EngineStats::phase_ns)
     Instant last_fd_poll_{};      // when poll_once() last polled the epoll set (fd_poll_interval)
 
     EngineStats st_;

@@ -159,6 +159,11 @@ def case_crescent():
                   and 0 < busy["client"] <= wall * 1.05,
                   f"the engines' busy time per RPC is a part of the wall time per RPC: server {busy['server']} "
                   f"and client {busy['client']} of {wall:.3f} us")
+            # Sampled phase times (EngineStats::phase_ns) of both sides' engines.
+            for side, p in d["result"]["phase_ns"].items():
+                check(p is not None and p["samples"] > 0 and p["poll"] > 0 and p["rx"] > 0 and p["flush"] > 0
+                      and all(p[k] >= 0 for k in ("timers", "output", "rest")),
+                      f"the {side}'s engine timed some of its RX iterations phase by phase: {p}")
             if mode == "inline":
                 sane(*b.client(cl + ["--iodepth", "16", "--msg-size", "4096"]), "crescent inline 4 KiB iodepth 16")
                 sane(*b.client(cl + ["--resp-size", "20000", "--msg-size", "100"]),
@@ -181,6 +186,8 @@ def case_kernel():
             d = sane(*b.client(cl + ["--iodepth", "4"]), f"kernel {wait} 64 B iodepth 4")
             check(d["server"]["stack"] == "kernel" and d["server"]["kernel_wait"] == wait,
                   f"the server said it runs kernel TCP, {wait} (knb.info)")
+            check(d["result"]["phase_ns"] == {"client": None, "server": None},
+                  f"kernel TCP has no engine phases to report: {d['result']['phase_ns']}")
             sane(*b.client(cl + ["--msg-size", "65536", "--iodepth", "2"]), f"kernel {wait} 64 KiB iodepth 2")
             check(srv.stop() == 0, f"the kernel {wait} server exited 0 on SIGTERM")
 

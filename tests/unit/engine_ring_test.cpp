@@ -14,6 +14,7 @@
 
 #include <array>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -376,6 +377,35 @@ TEST_CASE("engine: crescent <-> crescent echo over net_ring, inline mode", "[eng
     zbuf::CoreScope core(0);
     Result r = run_echo(1, DispatchMode::Inline, 4, 2u << 20);
     check(r, 4);
+}
+
+TEST_CASE("engine: one RX iteration in kPhaseSampleEvery is timed, phase by phase", "[engine][ring]") {
+    REQUIRE(env().ok);
+    zbuf::CoreScope core(0);
+    Result r = run_echo(50, DispatchMode::Inline, 4, 2u << 20);
+    check(r, 4);
+    for (const EngineStats* s : {&r.sa, &r.sb}) {
+        // The first iteration that receives frames is timed, then every
+        // kPhaseSampleEvery-th: never more than that many of the busy ones.
+        const uint64_t busy = s->loops - s->idle_loops;
+        INFO("busy iterations " << busy << ", timed " << s->phase_samples);
+        CHECK(s->phase_samples >= 1);
+        CHECK(s->phase_samples <= busy / EngineStats::kPhaseSampleEvery + 1);
+        uint64_t timed_ns = 0;
+        for (uint64_t ns : s->phase_ns) timed_ns += ns;
+        // The phases of the timed iterations, a sample of the busy ones: a
+        // part of all the busy time (every iteration timed would be all of it).
+        CHECK(s->phase_ns[size_t(0)] > 0);  // the poll that found frames
+        CHECK(s->phase_ns[size_t(1)] > 0);  // the burst through TCP and the handlers
+        CHECK(timed_ns < s->busy_ns);
+        std::map<std::string, uint64_t> named;
+        s->for_each([&](std::string_view k, uint64_t v) { named[std::string(k)] = v; });
+        CHECK(named.at("phase_samples") == s->phase_samples);
+        for (size_t i = 0; i < EngineStats::kPhases; ++i)
+            CHECK(named.at("phase_" + std::string(EngineStats::phase_name(i)) + "_ns") == s->phase_ns[i]);
+    }
+    CHECK(EngineStats::phase_name(1) == "rx");
+    CHECK(EngineStats::phase_name(EngineStats::kPhases) == "unknown");
 }
 
 TEST_CASE("engine: crescent <-> crescent echo over net_ring, batch mode", "[engine][ring]") {

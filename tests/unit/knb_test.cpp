@@ -380,6 +380,12 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
     r.server_cpu_s = 2.0;
     r.client_busy_s = 0.25;  // crescent's client: engines busy a quarter of a second
     r.retrans_server = 3;
+    PhaseSums ph;  // the client's engines: 4 iterations timed, 1000 ns of poll and 2000 of rx in all
+    ph.samples = 4;
+    ph.ns[0] = 1000;
+    ph.ns[1] = 2000;
+    r.client_phases = ph;
+    r.server_phases = PhaseSums{};  // a crescent server none of whose iterations was timed
 
     const std::string doc = to_json(r);
     JsonCheck j(doc);
@@ -396,7 +402,10 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
           "result.latency_us.p99", "result.latency_us.p999", "result.latency_us.max", "result.cpu_s.client",
           "result.cpu_s.server", "result.cpu_us_per_rpc.client", "result.cpu_us_per_rpc.server",
           "result.busy_us_per_rpc.client", "result.busy_us_per_rpc.server",
-          "result.retrans.client", "result.retrans.server", "result.drops.client", "result.drops.server", "cdf"})
+          "result.retrans.client", "result.retrans.server", "result.drops.client", "result.drops.server",
+          "result.phase_ns.client.samples", "result.phase_ns.client.poll", "result.phase_ns.client.rx",
+          "result.phase_ns.client.timers", "result.phase_ns.client.output", "result.phase_ns.client.flush",
+          "result.phase_ns.client.rest", "result.phase_ns.server.samples", "result.phase_ns.server.rx", "cdf"})
         CHECK(j.keys.count(k) == 1);
     CHECK(j.scalars["knb"] == "1");
     CHECK(j.scalars["kind"] == "\"run\"");
@@ -407,6 +416,12 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
     CHECK(j.scalars["result.cpu_us_per_rpc.server"] == "2000");
     CHECK(j.scalars["result.busy_us_per_rpc.client"] == "250");
     CHECK(j.scalars["result.busy_us_per_rpc.server"] == "null");  // kernel: not known
+    CHECK(j.scalars["result.phase_ns.client.samples"] == "4");
+    CHECK(j.scalars["result.phase_ns.client.poll"] == "250");  // means per timed iteration
+    CHECK(j.scalars["result.phase_ns.client.rx"] == "500");
+    CHECK(j.scalars["result.phase_ns.client.flush"] == "0");
+    CHECK(j.scalars["result.phase_ns.server.samples"] == "0");
+    CHECK(j.scalars["result.phase_ns.server.rx"] == "null");  // no mean of nothing
     CHECK(j.scalars["config.loop"] == "\"closed\"");
     CHECK(j.scalars["config.cpus[]"] == "1");
     // The CDF: increasing latencies, a non-decreasing fraction ending at 1.
@@ -428,6 +443,7 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
     REQUIRE(fj.document());
     CHECK(fj.scalars["result.ok"] == "false");
     CHECK(fj.scalars["server"] == "null");
+    CHECK(fj.scalars["result.phase_ns.client"] == "null");  // kernel, or not measured
     CHECK(fj.scalars["result.error"] == "\"the server went away mid-run\"");
     CHECK(fj.cdf.empty());
 }

@@ -1,0 +1,49 @@
+// crescent — where a loop iteration's time goes (EngineStats::phase_ns).
+//
+// Per-phase timing of every iteration would cost a TSC read per boundary on
+// the data path, several per round trip; one iteration that received frames
+// in EngineStats::kPhaseSampleEvery is timed instead, which gives the same
+// means (the choice does not depend on what the iteration holds) at a branch
+// per boundary for the others. No PMU needed: these are wall-clock figures,
+// which a VM without performance counters can still give.
+#pragma once
+
+#include <cstdint>
+
+#include <crescent/engine.hpp>
+
+#include "stack/engine/clock.hpp"
+
+namespace crescent::engine {
+
+enum class Phase : uint8_t { Poll, Rx, Timers, Output, Flush, Rest };
+
+// One iteration's timer: off unless start()ed; end(p) credits the time since
+// the previous boundary to phase p.
+class PhaseTimer {
+public:
+    PhaseTimer(const TscClock& clock, EngineStats& st) : clock_(clock), st_(st) {}
+
+    // The iteration polled at `polled` and its poll has just returned: the
+    // poll is the first phase.
+    void start(Instant polled) {
+        on_ = true;
+        last_ = polled;
+        ++st_.phase_samples;
+        end(Phase::Poll);
+    }
+    void end(Phase p) {
+        if (!on_) [[likely]] return;
+        const Instant t = clock_.now();
+        st_.phase_ns[size_t(p)] += uint64_t((t - last_).count());
+        last_ = t;
+    }
+
+private:
+    const TscClock& clock_;
+    EngineStats& st_;
+    bool on_ = false;
+    Instant last_{};
+};
+
+} // namespace crescent::engine
