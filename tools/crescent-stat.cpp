@@ -3,7 +3,8 @@
 // top, and the connection list like `ss -ti`.
 //
 //   crescent-stat [PID|NAME]                    every counter (key=value)
-//   crescent-stat top [-n COUNT] [PID|NAME]     per-engine rates every second
+//   crescent-stat top [-n COUNT] [PID|NAME]     per-engine rates every second, and
+//                                               where a busy iteration's time went
 //   crescent-stat ss [PID|NAME] [state=S] [port=N]   connections and listeners
 //
 // Without PID|NAME: the one crescent process that has a control socket.
@@ -224,8 +225,9 @@ int cmd_top(const std::string& target, long count) {
         std::map<std::string, uint64_t> cur = stats_map(c);
         unsigned n = unsigned(cur["engines"]);
         std::printf("crescent-stat top: pid %d (%s), %u engines\n", pid, comm_of(pid).c_str(), n);
-        std::printf("%-6s %12s %12s %10s %10s %7s %7s %10s\n", "engine", "rx_pps", "tx_pps", "rx_Mbit/s",
-                    "tx_Mbit/s", "busy%", "conns", "epoll_ev/s");
+        std::printf("%-6s %12s %12s %10s %10s %7s %7s %10s %8s %8s %8s %8s\n", "engine", "rx_pps", "tx_pps",
+                    "rx_Mbit/s", "tx_Mbit/s", "busy%", "conns", "epoll_ev/s", "poll_ns", "rx_ns", "out_ns",
+                    "flush_ns");
         for (unsigned e = 0; e < n; ++e) {
             std::string k = "engine." + std::to_string(e) + ".";
             auto d = [&](const char* name) {
@@ -237,9 +239,19 @@ int cmd_top(const std::string& target, long count) {
             // The share of the interval spent in iterations that found work
             // (a polling engine's CPU is 100 % busy to the kernel either way).
             double busy = std::min(100.0, 100.0 * d("busy_ns") / (secs * 1e9));
-            std::printf("%-6u %12.0f %12.0f %10.2f %10.2f %7.1f %7llu %10.0f\n", e, d("rx_packets") / secs,
+            std::printf("%-6u %12.0f %12.0f %10.2f %10.2f %7.1f %7llu %10.0f", e, d("rx_packets") / secs,
                         d("tx_packets") / secs, d("rx_bytes") * 8 / secs / 1e6, d("tx_bytes") * 8 / secs / 1e6, busy,
                         (unsigned long long)cur[k + "connections"], d("epoll_events") / secs);
+            // Where an iteration that received frames spent its time, means of
+            // the ones the engine timed this interval (EngineStats::phase_ns):
+            // the device's poll, the stack and handlers, TCP output and frame
+            // building, the device's send. "-" when none was timed.
+            const double timed = d("phase_samples");
+            for (const char* ph : {"phase_poll_ns", "phase_rx_ns", "phase_output_ns", "phase_flush_ns"}) {
+                if (timed > 0) std::printf(" %8.0f", d(ph) / timed);
+                else std::printf(" %8s", "-");
+            }
+            std::printf("\n");
         }
         std::fflush(stdout);
         prev = std::move(cur);

@@ -69,7 +69,8 @@ def case_load():
                       "engine.0.epoll_events", "engine.0.connections", "engine.0.tcp_segs_in", "zbuf.2048.capacity", "zbuf.2048.alloc_failed", "pid", "engines"):
                 check(k in c1, f"crescent-stat lists {k} ({c1.get(k)})")
             for k in ("engine.0.rx_packets", "engine.0.tx_packets", "engine.0.tx_bytes", "engine.0.loops",
-                      "engine.0.busy_ns", "engine.0.published"):
+                      "engine.0.busy_ns", "engine.0.published", "engine.0.phase_samples", "engine.0.phase_poll_ns",
+                      "engine.0.phase_rx_ns", "engine.0.phase_flush_ns"):
                 check(c2[k] > c1[k], f"{k} increased between two reads ({c1[k]} -> {c2[k]})")
             check(c2["pid"] == pid and c2["engines"] == 1, "the counters are the server's (pid, one engine)")
             busy, wall = c2["engine.0.busy_ns"] - c1["engine.0.busy_ns"], c2["engine.0.mono_ns"] - c1["engine.0.mono_ns"]
@@ -95,6 +96,9 @@ def case_load():
             check(len(rows) == 2 and all(float(r[1]) > 0 and float(r[2]) > 0 for r in rows),
                   f"top refreshed twice with engine 0's rx/tx packets per second > 0: {[r[1:3] for r in rows]}")
             check(all(0 < float(r[5]) <= 100 for r in rows), f"top's busy% is a share of the core: {[r[5] for r in rows]}")
+            # The phase means (poll, rx, output, flush ns) of the iterations timed each second.
+            check(all(len(r) == 12 and float(r[8]) > 0 and float(r[9]) > 0 and float(r[11]) > 0 for r in rows),
+                  f"top shows where engine 0's busy iterations spent their time: {[r[8:12] for r in rows]}")
 
             none = stat("ss", pid, "state=syn-sent").stdout
             check(len(none.splitlines()) == 1, "a filter nothing matches lists only the header")
