@@ -646,6 +646,12 @@ private:
             const int rc = wait_for(refl, 15s);
             if (rc != 0 && rc != 130)
                 std::fprintf(stderr, "knb sweep: the raw reflector exited with status %d (log: %s)\n", rc, log.c_str());
+            // Its own phase split, over the points since it (last) started.
+            const std::string text = read_file(log);
+            const size_t at = text.find("sampled (1 in ");
+            const size_t from = at == std::string::npos ? at : text.find("poll ", at);
+            if (from != std::string::npos)
+                res.raw_phases.push_back(t + " queue(s): " + text.substr(from, text.find('\n', from) - from));
         }
     }
 

@@ -4,6 +4,7 @@
 // sweep.cpp's runner calls once every run has ended.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -90,7 +91,13 @@ struct Results {
     std::vector<Point> points;
     std::vector<RawPoint> raws;
     std::vector<std::string> probes;  // JSON objects
+    // --raw: each reflector's own phase split ("1 queue(s): poll .. ns, reflect .. ns,
+    // flush .. ns (means)", from its log), beside crescent's EngineStats::phase_ns.
+    std::vector<std::string> raw_phases;
 };
+// A run document's result.phase_ns means for `side` ("client", "server"):
+// poll, rx, timers, output, flush, rest; nullopt when the side has none.
+std::optional<std::array<double, 6>> phase_means(const std::string& doc, const std::string& side);
 void write_document(const Sweep& sw, const Results& r);
 void print_comparison(const Sweep& sw, const Results& r);
 void print_raw_comparison(const Sweep& sw, const Results& r);

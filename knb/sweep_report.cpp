@@ -36,6 +36,22 @@ std::optional<double> json_number(const std::string& doc, const std::string& key
     return d;
 }
 
+std::optional<std::array<double, 6>> phase_means(const std::string& doc, const std::string& side) {
+    const size_t at = doc.find("\"phase_ns\":{");
+    if (at == std::string::npos) return std::nullopt;
+    const size_t from = doc.find("\"" + side + "\":{", at);  // a side without phases is "side":null
+    if (from == std::string::npos) return std::nullopt;
+    const std::string obj = doc.substr(from, doc.find('}', from) - from);
+    static constexpr const char* kNames[6] = {"poll", "rx", "timers", "output", "flush", "rest"};
+    std::array<double, 6> v{};
+    for (size_t i = 0; i < v.size(); ++i) {
+        const std::optional<double> x = json_number(obj, kNames[i]);
+        if (!x) return std::nullopt;  // null: no iteration was timed
+        v[i] = *x;
+    }
+    return v;
+}
+
 void write_document(const Sweep& sw, const Results& res) {
     std::string d = "{\"knb\":1,\"kind\":\"sweep\",\"bed\":\"" + json_escape(sw.bed) + "\",\"proto\":\"" +
                     std::string(name(sw.proto)) + "\"";
@@ -133,6 +149,8 @@ void print_comparison(const Sweep& sw, const Results& res) {
     std::fflush(stdout);
 }
 
+void print_phases(const Sweep& sw, const Results& res);
+
 // Each crescent variant against the raw limit at the same point.
 void print_raw_comparison(const Sweep& sw, const Results& res) {
     if (!sw.raw) return;
@@ -164,7 +182,41 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
     if (sw.resp_size != 0)
         std::printf("xN/R: the request's N frame(s) of up to the bed's MTU + 14 one way, answered once all are in "
                     "by one frame of R bytes (--resp-size %" PRIu64 ")\n", sw.resp_size);
+    print_phases(sw, res);
     std::fflush(stdout);
+}
+
+// Where a turn's time goes at each point: crescent's engines' sampled phase
+// means (EngineStats::phase_ns, from the run documents) beside the raw
+// reflector's own split of its loop. poll and flush are the device's part
+// (the reflector has the same two); rx + timers + output is the stack's.
+void print_phases(const Sweep& sw, const Results& res) {
+    bool header = false;
+    for (const RawPoint& r : res.raws)
+        for (const Point& p : res.points) {
+            if (p.stack != Stack::Crescent || !p.served_by.empty() || !p.ok || p.size != r.size ||
+                p.iodepth != r.iodepth || p.threads != r.threads)
+                continue;
+            for (const char* side : {"server", "client"}) {
+                const auto m = phase_means(p.doc, side);
+                if (!m) continue;
+                if (!header) {
+                    header = true;
+                    std::printf("\n# where a turn's time goes (%s bed): mean ns of crescent's loop iterations that "
+                                "received frames, one in 64 timed (EngineStats::phase_ns); poll and flush are the "
+                                "device's part, stack = rx + timers + output\n", sw.bed.c_str());
+                    std::printf("%-6s %-4s %-3s | %-16s %-6s | %7s %7s %7s %7s %7s %7s | %7s\n", "size", "qd", "thr",
+                                "crescent", "side", "poll", "rx", "timers", "output", "flush", "rest", "stack");
+                }
+                const std::array<double, 6>& v = *m;
+                std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %-6s | %7.0f %7.0f %7.0f %7.0f %7.0f "
+                            "%7.0f | %7.0f\n",
+                            p.size, p.iodepth, p.threads, variant(p).c_str(), side, v[0], v[1], v[2], v[3], v[4], v[5],
+                            v[1] + v[2] + v[3]);
+            }
+        }
+    for (const std::string& l : res.raw_phases)
+        std::printf("raw reflector, %s, over all its points\n", l.c_str());
 }
 
 // --kernel-client: a busy kernel client served by each crescent variant
