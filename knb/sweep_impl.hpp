@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <crescent/engine.hpp>
+
 #include "knb/options.hpp"
 
 #ifndef KNB_SOURCE_ROOT
@@ -97,7 +99,8 @@ struct Results {
 };
 // A run document's result.phase_ns means for `side` ("client", "server"):
 // poll, rx, timers, output, flush, rest; nullopt when the side has none.
-std::optional<std::array<double, 6>> phase_means(const std::string& doc, const std::string& side);
+std::optional<std::array<double, crescent::EngineStats::kPhases>> phase_means(const std::string& doc,
+                                                                              const std::string& side);
 void write_document(const Sweep& sw, const Results& r);
 void print_comparison(const Sweep& sw, const Results& r);
 void print_raw_comparison(const Sweep& sw, const Results& r);

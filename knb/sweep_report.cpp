@@ -36,16 +36,15 @@ std::optional<double> json_number(const std::string& doc, const std::string& key
     return d;
 }
 
-std::optional<std::array<double, 6>> phase_means(const std::string& doc, const std::string& side) {
+std::optional<std::array<double, crescent::EngineStats::kPhases>> phase_means(const std::string& doc, const std::string& side) {
     const size_t at = doc.find("\"phase_ns\":{");
     if (at == std::string::npos) return std::nullopt;
     const size_t from = doc.find("\"" + side + "\":{", at);  // a side without phases is "side":null
     if (from == std::string::npos) return std::nullopt;
     const std::string obj = doc.substr(from, doc.find('}', from) - from);
-    static constexpr const char* kNames[6] = {"poll", "rx", "timers", "output", "flush", "rest"};
-    std::array<double, 6> v{};
+    std::array<double, crescent::EngineStats::kPhases> v{};
     for (size_t i = 0; i < v.size(); ++i) {
-        const std::optional<double> x = json_number(obj, kNames[i]);
+        const std::optional<double> x = json_number(obj, std::string(crescent::EngineStats::phase_name(i)));
         if (!x) return std::nullopt;  // null: no iteration was timed
         v[i] = *x;
     }
@@ -208,7 +207,7 @@ void print_phases(const Sweep& sw, const Results& res) {
                     std::printf("%-6s %-4s %-3s | %-16s %-6s | %7s %7s %7s %7s %7s %7s | %7s\n", "size", "qd", "thr",
                                 "crescent", "side", "poll", "rx", "timers", "output", "flush", "rest", "stack");
                 }
-                const std::array<double, 6>& v = *m;
+                const auto& v = *m;
                 std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %-6s | %7.0f %7.0f %7.0f %7.0f %7.0f "
                             "%7.0f | %7.0f\n",
                             p.size, p.iodepth, p.threads, variant(p).c_str(), side, v[0], v[1], v[2], v[3], v[4], v[5],
