@@ -296,8 +296,7 @@ protected:
                 cpu0 = process_cpu_ns();
                 const EngineStats st = e->stats();
                 busy0 = st.busy_ns;
-                phases0 = {};
-                phases0.add(st);
+                phases0 = PhaseSums::of(st);
                 ask_stats(false);
             }
             if (now >= end) {
@@ -306,8 +305,7 @@ protected:
                 cpu1 = process_cpu_ns();
                 const EngineStats st = e->stats();
                 busy1 = st.busy_ns;
-                phases1 = {};
-                phases1.add(st);
+                phases1 = PhaseSums::of(st);
                 ask_stats(true);
             }
             break;
@@ -707,11 +705,7 @@ int run_client(const Options& o, Result* out) {
         for (auto& l : loaders) busy += l->busy1 >= l->busy0 ? l->busy1 - l->busy0 : 0;
         res.client_busy_s = double(busy) / 1e9;
         PhaseSums ph;
-        for (auto& l : loaders) {
-            const PhaseSums d = l->phases1.since(l->phases0);
-            ph.samples += d.samples;
-            for (size_t i = 0; i < ph.ns.size(); ++i) ph.ns[i] += d.ns[i];
-        }
+        for (auto& l : loaders) ph += l->phases1.since(l->phases0);
         res.client_phases = ph;
     }
     if (l0.have_stats) {

@@ -114,8 +114,7 @@ struct Service {
             drops += p.drops.load(std::memory_order_relaxed);
             requests += p.requests.load(std::memory_order_relaxed);
             busy += p.busy_ns.load(std::memory_order_relaxed);
-            phases.samples += p.phase_samples.load(std::memory_order_relaxed);
-            for (size_t i = 0; i < phases.ns.size(); ++i) phases.ns[i] += p.phase_ns[i].load(std::memory_order_relaxed);
+            phases += p.phases();
         }
         std::string m = "cpu_ns=" + std::to_string(process_cpu_ns()) + ";retrans=" + std::to_string(retrans) +
                         ";drops=" + std::to_string(drops) + ";requests=" + std::to_string(requests);
@@ -136,8 +135,7 @@ struct Service {
             const EngineStats st = e->stats();
             p.drops.store(engine_drops(st), std::memory_order_relaxed);
             p.busy_ns.store(st.busy_ns, std::memory_order_relaxed);
-            p.phase_samples.store(st.phase_samples, std::memory_order_relaxed);
-            for (size_t i = 0; i < st.phase_ns.size(); ++i) p.phase_ns[i].store(st.phase_ns[i], std::memory_order_relaxed);
+            p.store_phases(PhaseSums::of(st));
         }
         if (srv) p.requests.store(srv->stats().requests, std::memory_order_relaxed);  // knb.stats: rpc only
     }

@@ -63,9 +63,29 @@ uint64_t engine_drops(const EngineStats& s) {
     return d;
 }
 
-void PhaseSums::add(const EngineStats& s) {
-    samples += s.phase_samples;
-    for (size_t i = 0; i < ns.size(); ++i) ns[i] += s.phase_ns[i];
+PhaseSums PhaseSums::of(const EngineStats& s) {
+    PhaseSums p;
+    p.samples = s.phase_samples;
+    p.ns = s.phase_ns;
+    return p;
+}
+
+PhaseSums& PhaseSums::operator+=(const PhaseSums& o) {
+    samples += o.samples;
+    for (size_t i = 0; i < ns.size(); ++i) ns[i] += o.ns[i];
+    return *this;
+}
+
+void Published::store_phases(const PhaseSums& p) {
+    phase_samples.store(p.samples, std::memory_order_relaxed);
+    for (size_t i = 0; i < p.ns.size(); ++i) phase_ns[i].store(p.ns[i], std::memory_order_relaxed);
+}
+
+PhaseSums Published::phases() const {
+    PhaseSums p;
+    p.samples = phase_samples.load(std::memory_order_relaxed);
+    for (size_t i = 0; i < p.ns.size(); ++i) p.ns[i] = phase_ns[i].load(std::memory_order_relaxed);
+    return p;
 }
 
 std::string PhaseSums::to_kv() const {

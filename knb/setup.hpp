@@ -31,6 +31,22 @@ crescent::rpc::StreamOptions stream_options(const Options& o);
 // Frames and segments the stack dropped (every EngineStats drop counter).
 uint64_t engine_drops(const crescent::EngineStats& s);
 
+// EngineStats' sampled phase times (phase_samples, phase_ns) summed over
+// engines; the difference of two readings is a window's.
+struct PhaseSums {
+    uint64_t samples = 0;
+    std::array<uint64_t, crescent::EngineStats::kPhases> ns{};
+
+    static PhaseSums of(const crescent::EngineStats& s);
+    PhaseSums& operator+=(const PhaseSums& o);
+    // "phase_samples=..;phase_poll_ns=..;..." (the knb.stats reply's fields).
+    std::string to_kv() const;
+    // Reads what to_kv() wrote; false when a field is missing.
+    bool from_kv(std::string_view kv);
+    // this - earlier, field by field (0 where a counter went backwards).
+    PhaseSums since(const PhaseSums& earlier) const;
+};
+
 // Counters an engine publishes for other threads (engine thread writes, any
 // thread reads; relaxed: a report, not a synchronisation).
 struct Published {
@@ -40,21 +56,9 @@ struct Published {
     std::atomic<uint64_t> busy_ns{0};  // EngineStats::busy_ns (crescent)
     std::atomic<uint64_t> phase_samples{0};  // EngineStats::phase_samples and phase_ns (crescent)
     std::array<std::atomic<uint64_t>, crescent::EngineStats::kPhases> phase_ns{};
-};
 
-// EngineStats' sampled phase times (phase_samples, phase_ns) summed over
-// engines; the difference of two readings is a window's.
-struct PhaseSums {
-    uint64_t samples = 0;
-    std::array<uint64_t, crescent::EngineStats::kPhases> ns{};
-
-    void add(const crescent::EngineStats& s);
-    // "phase_samples=..;phase_poll_ns=..;..." (the knb.stats reply's fields).
-    std::string to_kv() const;
-    // Reads what to_kv() wrote; false when a field is missing.
-    bool from_kv(std::string_view kv);
-    // this - earlier, field by field (0 where a counter went backwards).
-    PhaseSums since(const PhaseSums& earlier) const;
+    void store_phases(const PhaseSums& p);
+    PhaseSums phases() const;
 };
 
 // Process CPU time (user + system), ns.

@@ -16,7 +16,9 @@
 
 namespace crescent::engine {
 
+// In EngineStats::phase_ns's order (EngineStats::phase_name).
 enum class Phase : uint8_t { Poll, Rx, Timers, Output, Flush, Rest };
+static_assert(size_t(Phase::Rest) + 1 == EngineStats::kPhases);
 
 // One iteration's timer: off unless start()ed; end(p) credits the time since
 // the previous boundary to phase p.
