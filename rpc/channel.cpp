@@ -97,6 +97,7 @@ struct Channel::Impl final : StreamHandler {
     std::mt19937 rng{std::random_device{}()};
     std::vector<bifurcation::PortMatch> spread;
     size_t outstanding = 0;
+    bool call_now = false;  // in a delivery's last reply: the next call sent goes at once
 
     Impl(Engine& eng, ChannelOptions opts) : e(eng), o(std::move(opts)), current(o.server) {
         if (o.server_engines == 0) o.server_engines = 1;
@@ -348,6 +349,10 @@ struct Channel::Impl final : StreamHandler {
         ++l.inflight;
         if (s) s->send(std::span<Slice>(out));
         out.clear();
+        if (call_now && s) {  // made by the continuation of a delivery's last reply
+            call_now = false;
+            s->send_now();
+        }
     }
 
     // Queued calls onto connections with room, in order.
@@ -396,6 +401,7 @@ struct Channel::Impl final : StreamHandler {
             failures_in_row = 0;
         }
         sl.ms->bytes_in += h.meta_len + h.data_len;
+        call_now = m.last;
         if (h.kind == Kind::Error) {
             ++st.server_errors;
             std::string_view why(reinterpret_cast<const char*>(m.meta.data()), m.meta.size());
@@ -405,6 +411,7 @@ struct Channel::Impl final : StreamHandler {
         }
         m.data.clear();
         dispatch();
+        call_now = false;
     }
 
     // The call's end: stats, the continuation, the slot back to the free list.

@@ -63,6 +63,14 @@ void Decoder::deliver(MessageSink& sink) {
     stage_ = Stage::Header;
 }
 
+namespace {
+bool rest_empty(std::span<const Slice> rest) {
+    for (const Slice& s : rest)
+        if (s && !s.empty()) return false;
+    return true;
+}
+} // namespace
+
 Decoder::DecodeError Decoder::feed(std::span<Slice> in, MessageSink& sink) {
     if (err_ != DecodeError::None) {
         for (Slice& s : in) s.reset();
@@ -152,6 +160,7 @@ Decoder::DecodeError Decoder::feed(std::span<Slice> in, MessageSink& sink) {
                 if (meta_in_cur) meta_hold_ = std::move(cur);
                 break;
             }
+            msg_.last = pos == n && rest_empty(in.subspan(i + 1));
             deliver(sink);
             meta_in_cur = false;
         }

@@ -38,6 +38,9 @@ struct Message {
     // one of its own; a moved-from vector costs the decoder one allocation for
     // the next message, a swapped one with capacity costs nothing).
     std::vector<Slice> data;
+    // No byte follows this message in the delivery being decoded: what the
+    // sink sends in answer is the delivery's last output (Stream::send_now()).
+    bool last = false;
 };
 
 class MessageSink {

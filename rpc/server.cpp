@@ -35,6 +35,7 @@ struct Server::Session final : MessageSink {
     Endpoint remote;          // the client (read once: Conn::remote() is a table lookup)
     uint32_t pending = 0;     // calls handed to handlers, not answered yet
     bool refused = false;     // closed at set-up by the ACL
+    bool answer_now = false;  // in the handler of a delivery's last request: its reply goes at once
 
     Session(Server& s, Stream& st)
         : srv(s), stream(st), dec(s.o_.limits), enc(s.o_.header_block, s.o_.inline_data), remote(st.remote()) {}
@@ -154,7 +155,9 @@ void Server::Session::on_message(Message& m) {
     }
     c.data_.swap(m.data);
     ++pending;
+    answer_now = m.last;
     md.handler(c);
+    answer_now = false;
     if (!c.pending()) {
         // Answered in the handler (the usual case; or moved out, leaving the
         // vectors empty): they go back with their room, the data vector to
@@ -327,6 +330,10 @@ bool Server::finish(Call& c, Status st, std::span<const std::byte> meta, std::sp
     md.stats.bytes_out += n;
     s->send(std::span<Slice>(ss->out));
     ss->out.clear();
+    if (ss->answer_now) {  // the reply to a delivery's last request: nothing else is coming to batch with
+        ss->answer_now = false;
+        s->send_now();
+    }
     ss->update_reading();
     return true;
 }

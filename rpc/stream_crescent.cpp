@@ -87,6 +87,9 @@ public:
     }
     size_t backlog_bytes() const override { return backlog_.bytes(); }
 
+    void send_now() override {
+        if (!corked_) c_.send_now();
+    }
     void cork() override {
         if (corked_) return;
         corked_ = true;

@@ -232,6 +232,8 @@ struct EngineStats {
     uint64_t tx_ring_full = 0;        // tx bursts that left frames for the next iteration
     uint64_t tx_early_flushes = 0;    // output sent before the end of its RX burst
                                       //   (EngineConfig::burst_flush_after)
+    uint64_t tx_sent_now = 0;         // Conn::send_now() calls that sent frames at once
+                                      //   (EngineConfig::reply_at_once)
     uint64_t tx_overflow = 0;         // frame dropped: TX backlog bound reached (ring full for long)
     uint64_t tx_no_mbuf = 0;          // segment dropped: header/frame mbuf pool empty
     uint64_t tx_too_large = 0;        // segment dropped: does not fit one frame (no multi-seg)
@@ -375,6 +377,19 @@ public:
     size_t read_slices(std::vector<Slice>& out, size_t max = SIZE_MAX);
     size_t readable() const;    // batch mode: bytes waiting for read()
     size_t send_space() const;  // bytes send()/write() would accept now
+    // Latency, inline mode: called from a callback of the last frame of an RX
+    // burst — after the reply to what on_data() delivered has been sent —
+    // this connection's queued output leaves now: its segments are built
+    // (the first carrying the ACK of the delivered data) and handed to the
+    // device before the call returns, rather than after the callback has
+    // unwound and the loop's timers and output pass have run. Anywhere else
+    // (earlier frames of a burst, whose output EngineConfig::burst_flush_after
+    // governs; timers; batch mode; EngineConfig::reply_at_once off) it does
+    // nothing and the output leaves at the end of the iteration as usual.
+    // Call it once, after the last send of an exchange (rpc::Server and
+    // rpc::Channel do, for the last message of a delivery): output sent after
+    // it makes a frame of its own. True when frames left.
+    bool send_now();
 
     void shutdown();  // half-close: FIN after queued data; reading goes on
     void close();     // full close; on_closed() follows
@@ -503,6 +518,12 @@ struct EngineConfig {
     // also delivers the frames: the sender pays for them either way).
     // Costs a clock read per frame while output waits.
     std::optional<Duration> burst_flush_after;
+    // Whether Conn::send_now() acts: a reply sent from a callback of an RX
+    // burst's last frame leaves from inside that call instead of after the
+    // callback, the timers and the loop's output pass. Unset: on, except on
+    // AF_XDP, where each TX burst is a system call and the iteration's other
+    // output (other connections, ACKs) would then cost a second one.
+    std::optional<bool> reply_at_once;
     KernelWait kernel_wait = KernelWait::Busy;  // engines without a device only
 };
 

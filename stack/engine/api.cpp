@@ -90,7 +90,7 @@ void EngineStats::for_each(const std::function<void(std::string_view, uint64_t)>
 #define CRESCENT_STAT(f) fn(#f, f)
     CRESCENT_STAT(loops); CRESCENT_STAT(idle_loops); CRESCENT_STAT(busy_ns); CRESCENT_STAT(sleeps);
     CRESCENT_STAT(rx_packets); CRESCENT_STAT(rx_bytes); CRESCENT_STAT(tx_packets); CRESCENT_STAT(tx_bytes);
-    CRESCENT_STAT(tx_ring_full); CRESCENT_STAT(tx_early_flushes); CRESCENT_STAT(tx_overflow); CRESCENT_STAT(tx_no_mbuf); CRESCENT_STAT(tx_too_large);
+    CRESCENT_STAT(tx_ring_full); CRESCENT_STAT(tx_early_flushes); CRESCENT_STAT(tx_sent_now); CRESCENT_STAT(tx_overflow); CRESCENT_STAT(tx_no_mbuf); CRESCENT_STAT(tx_too_large);
     CRESCENT_STAT(tx_zero_copy_segments); CRESCENT_STAT(tx_copied_segments); CRESCENT_STAT(tx_copybreak_segments); CRESCENT_STAT(tx_copied_views); CRESCENT_STAT(tx_tso_requests); CRESCENT_STAT(rx_linearized);
     CRESCENT_STAT(drop_no_route); CRESCENT_STAT(drop_neigh_pending); CRESCENT_STAT(drop_neigh_failed);
     CRESCENT_STAT(rx_no_memory); CRESCENT_STAT(mem_limit_refused); CRESCENT_STAT(rx_zero_copy); CRESCENT_STAT(rx_copy_pressure); CRESCENT_STAT(rx_multiseg); CRESCENT_STAT(timers_fired);

@@ -303,6 +303,7 @@ void* EngineImpl::conn_user(uint32_t index, uint32_t gen) const {
 } // namespace engine
 
 bool Conn::valid() const { return e_ && e_->conn_valid(index_, gen_); }
+bool Conn::send_now() { return e_ ? e_->conn_send_now(index_, gen_) : false; }
 SendStatus Conn::send(std::span<Slice> iov) { return e_ ? e_->conn_send(index_, gen_, iov) : SendStatus::Closed; }
 SendStatus Conn::send_copy(std::span<const std::byte> b) {
     return e_ ? e_->conn_send_copy(index_, gen_, b) : SendStatus::Closed;

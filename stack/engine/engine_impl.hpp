@@ -149,6 +149,8 @@ public:
     // --- Conn API ---
     bool conn_valid(uint32_t index, uint32_t gen) const { return state_of(index, gen) != nullptr; }
     SendStatus conn_send(uint32_t index, uint32_t gen, std::span<Slice> iov);
+    // Conn::send_now() (send_now.cpp): acts while the burst's last frame is handled.
+    bool conn_send_now(uint32_t index, uint32_t gen);
     SendStatus conn_send_copy(uint32_t index, uint32_t gen, std::span<const std::byte> bytes);
     size_t conn_write(uint32_t index, uint32_t gen, const void* buf, size_t len);
     size_t conn_read(uint32_t index, uint32_t gen, void* buf, size_t len);
@@ -320,6 +322,7 @@ private:
 
     tcp::Actions act_;                 // output of engine-initiated Host calls
     tcp::Actions app_act_;             // output of application-initiated Host calls
+    tcp::Actions now_act_;             // output of send_now(): one connection's segments
     // The application queued work (send, shutdown, close). A consume() that
     // makes a window update due marks the Host's slot dirty instead, so it
     // is flushed at the burst's end without counting as application output.
@@ -361,6 +364,8 @@ private:
     const rte_mempool* pool_to_check_ = nullptr;  // rx() asks check_rx_pool() to look at it
     // EngineConfig::burst_flush_after, or its default for the device (rx.cpp).
     Duration burst_flush_after_ = Duration::max();
+    bool reply_at_once_ = false;  // EngineConfig::reply_at_once, or the device's default
+    bool at_last_frame_ = false;  // rx(): the burst's last frame is being handled (and reply_at_once_)
     Instant loop_now_{};          // Engine::loop_time(): set where the loop polls for input
     uint32_t phase_countdown_ = 1;  // RX iterations until the next one timed (EngineStats::phase_ns)
     Instant last_fd_poll_{};      // when poll_once() last polled the epoll set (fd_poll_interval)

@@ -40,6 +40,7 @@ void EngineImpl::rx(Instant now, uint16_t n) {
     Instant since = now;  // output made since then has not been sent
     for (uint16_t i = 0; i < n; ++i) {
         if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(rx_pkts_[i + 1], void*));
+        at_last_frame_ = reply_at_once_ && i + 1 == n;
         rx_one(rx_pkts_[i], now, zero_copy);
         if (early_flush && i + 1 < n && app_output_waiting()) {
             const Instant t = clock_.now();
@@ -51,6 +52,7 @@ void EngineImpl::rx(Instant now, uint16_t n) {
             }
         }
     }
+    at_last_frame_ = false;
 }
 
 // rte_mempool_avail_count() walks every lcore's cache, RTE_MAX_LCORE (128)

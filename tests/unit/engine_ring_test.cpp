@@ -738,6 +738,158 @@ TEST_CASE("engine: output made during a burst goes out before the burst's end (b
     }
 }
 
+namespace {
+
+// Answers each delivery with two sends ("A", then "B" + the data) and then
+// Conn::send_now(), noting the engine's TX bursts around each step.
+struct TwoReplies : Handler {
+    CountingDevice* dev = nullptr;
+    Conn conn;
+    uint64_t accepted = 0, deliveries = 0;
+    uint64_t during_sends = 0;     // TX bursts made inside the two send()s
+    uint64_t during_send_now = 0;  // ... inside send_now()
+    uint64_t send_now_true = 0;    // send_now() calls that said frames left
+    void on_connected(Conn c) override {
+        conn = c;
+        ++accepted;
+    }
+    void on_data(Conn c, std::span<Slice> data) override {
+        std::string in;
+        for (const Slice& s : data) in.append(reinterpret_cast<const char*>(s.data()), s.size());
+        answer(c, in);
+    }
+    void on_readable(Conn c) override {  // batch mode
+        char buf[4096];
+        size_t n = c.read(buf, sizeof buf);
+        answer(c, std::string(buf, n));
+    }
+    void answer(Conn c, const std::string& in) {
+        ++deliveries;
+        const uint64_t t0 = dev->tx_calls;
+        CHECK(c.send_copy(std::string("A")) == SendStatus::Ok);
+        CHECK(c.send_copy("B" + in) == SendStatus::Ok);
+        const uint64_t t1 = dev->tx_calls;
+        send_now_true += c.send_now() ? 1 : 0;
+        during_sends += t1 - t0;
+        during_send_now += dev->tx_calls - t1;
+    }
+};
+
+struct AtOnce {
+    uint64_t deliveries = 0;
+    uint64_t during_sends = 0, during_send_now = 0, send_now_true = 0;  // TwoReplies'
+    uint64_t tx_calls = 0, tx_packets = 0;  // the server's, while it handled the burst
+    uint64_t sent_now = 0;                  // EngineStats::tx_sent_now
+    std::string got;                        // what the client received
+};
+
+// `frames` messages of 100 bytes wait in the server's RX ring and reach it in
+// one burst; the server answers each delivery with two sends and send_now().
+AtOnce replies_to_one_burst(int id, std::optional<bool> at_once, DispatchMode mode, int frames) {
+    Env& e = env();
+    AtOnce r;
+    RingPair rp(id);
+    REQUIRE(rp.ok);
+    engine::DeviceCaps caps;
+    caps.mtu = 1500;
+    EthdevDevice dev_a(rp.a, 0, e.pool, caps), dev_b(rp.b, 0, e.pool, caps);
+    CountingDevice counted_b(dev_b);
+    PairParams pp(id, dev_a, counted_b);
+    pp.b.cfg.mode = mode;
+    pp.b.cfg.reply_at_once = at_once;
+    pp.b.cfg.burst_flush_after = Duration::max();  // earlier frames' output waits for the burst's end
+    auto ea = engine::make_engine(pp.a);
+    auto eb = engine::make_engine(pp.b);
+    TwoReplies server;
+    server.dev = &counted_b;
+    Collector client;
+    REQUIRE(eb->listen(7, server) == ListenStatus::Ok);
+    Conn c;
+    REQUIRE(ea->connect(Endpoint{Ipv4{pp.ipb.v}, 7}, client, &c) == ConnectStatus::Ok);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((!client.conn.valid() || server.accepted == 0) && std::chrono::steady_clock::now() < deadline) {
+        ea->poll_once();
+        eb->poll_once();
+    }
+    REQUIRE(client.conn.valid());
+    for (int i = 0; i < 10; ++i) {  // the handshake's last ACKs settle: the burst below is the messages
+        ea->poll_once();
+        eb->poll_once();
+    }
+    REQUIRE(rte_ring_count(rp.ab) == 0);
+    std::string expect;
+    for (int k = 0; k < frames; ++k) {
+        std::string m(100, char('a' + k));
+        REQUIRE(client.conn.send_copy(m) == SendStatus::Ok);
+        ea->poll_once();
+        expect += "AB" + m;
+    }
+    REQUIRE(rte_ring_count(rp.ab) == size_t(frames));
+    const uint64_t calls0 = counted_b.tx_calls, packets0 = eb->stats().tx_packets, now0 = eb->stats().tx_sent_now;
+    eb->poll_once();
+    r.tx_calls = counted_b.tx_calls - calls0;
+    r.tx_packets = eb->stats().tx_packets - packets0;
+    r.sent_now = eb->stats().tx_sent_now - now0;
+    r.deliveries = server.deliveries;
+    r.during_sends = server.during_sends;
+    r.during_send_now = server.during_send_now;
+    r.send_now_true = server.send_now_true;
+    while (client.got.size() < size_t(frames) * 102 && std::chrono::steady_clock::now() < deadline) {
+        ea->poll_once();
+        eb->poll_once();
+    }
+    r.got = client.got;
+    if (frames == 1 || mode == DispatchMode::Inline) CHECK(r.got == expect);
+    client.conn.abort();
+    for (int i = 0; i < 100; ++i) {
+        ea->poll_once();
+        eb->poll_once();
+    }
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("engine: Conn::send_now() sends the last frame's replies from inside the callback (reply_at_once)",
+          "[engine][ring]") {
+    REQUIRE(env().ok);
+    zbuf::CoreScope core(0);
+    SECTION("default on a ring port: both replies are on the wire before send_now() returns") {
+        AtOnce r = replies_to_one_burst(44, std::nullopt, DispatchMode::Inline, 1);
+        CHECK(r.deliveries == 1);
+        CHECK(r.during_sends == 0);
+        CHECK(r.during_send_now == 1);
+        CHECK(r.send_now_true == 1);
+        CHECK(r.sent_now == 1);
+        CHECK(r.tx_calls == 1);
+        // One frame for both replies and the ACK of the request: none follows it.
+        CHECK(r.tx_packets == 1);
+    }
+    SECTION("off: send_now() does nothing, the replies leave after the callback") {
+        AtOnce r = replies_to_one_burst(45, false, DispatchMode::Inline, 1);
+        CHECK(r.during_send_now == 0);
+        CHECK(r.send_now_true == 0);
+        CHECK(r.sent_now == 0);
+        CHECK(r.tx_calls == 1);
+        CHECK(r.tx_packets == 1);
+    }
+    SECTION("a burst of three frames: only the last one's send_now() acts, and takes all the replies") {
+        AtOnce r = replies_to_one_burst(46, true, DispatchMode::Inline, 3);
+        CHECK(r.deliveries == 3);
+        CHECK(r.during_send_now == 1);
+        CHECK(r.send_now_true == 1);
+        CHECK(r.sent_now == 1);
+        CHECK(r.tx_calls == 1);  // nothing was left for the end of the burst
+    }
+    SECTION("batch mode calls back after the burst: send_now() does nothing") {
+        AtOnce r = replies_to_one_burst(47, true, DispatchMode::Batch, 1);
+        CHECK(r.deliveries == 1);
+        CHECK(r.during_send_now == 0);
+        CHECK(r.sent_now == 0);
+        CHECK(r.tx_calls == 1);
+    }
+}
+
 TEST_CASE("engine: a negative burst_flush_after is refused, naming the field", "[engine]") {
     EngineConfig c;
     std::string err;

@@ -163,7 +163,7 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
                         "--warmup", "0", "--rate", "50000", "--json", "/tmp/x.json", "--label", "a b", "--progress",
                         "off", "--port", "7400", "--rx-ring", "2048", "--burst", "64", "--arena-mb", "128",
                         "--verify", "full", "--cc", "cubic", "--keepalive", "1.5,0.25,4", "--user-timeout", "2.5",
-                        "--burst-flush-ns", "250"},
+                        "--burst-flush-ns", "250", "--reply-at-once", "off"},
                        &o, &err));
     CHECK(err.empty());
     CHECK(o.role == Role::Client);
@@ -187,6 +187,7 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
     CHECK(o.rt.rx_ring == 2048);
     CHECK(o.rt.engine.burst == 64);
     CHECK(o.rt.engine.burst_flush_after == std::chrono::nanoseconds(250));
+    CHECK(o.rt.engine.reply_at_once == false);
     CHECK(o.rt.arena_bytes == (size_t(128) << 20));
     CHECK(o.verify_full);
     CHECK(o.rt.engine.conn.cc == crescent::CongestionControl::Cubic);
@@ -218,6 +219,7 @@ TEST_CASE("knb options: defaults", "[knb]") {
     CHECK(o.rt.engine.conn.cc == crescent::CongestionControl::NewReno);
     CHECK_FALSE(o.rt.engine.conn.keepalive);
     CHECK_FALSE(o.rt.engine.burst_flush_after);  // the device's default
+    CHECK_FALSE(o.rt.engine.reply_at_once);      // the device's default
     REQUIRE(parse_args({"server", "--stack", "crescent", "--eal", "--vdev=net_memif0", "--ip", "10.0.0.1/24"}, &o, &err));
     CHECK(o.role == Role::Server);
     CHECK(o.mode == Mode::Inline);
@@ -273,6 +275,9 @@ TEST_CASE("knb options: bad input is one line naming the problem", "[knb]") {
     for (const char* f : {"x", "-1", "1000000001", "12us", ""})
         CHECK(error_of({"server", "--stack", "crescent", "--iface", "v", "--burst-flush-ns", f}) ==
               std::string("--burst-flush-ns: '") + f + "' is not a number of ns in 0..1000000000 or 'off'");
+    for (const char* f : {"yes", "1", ""})
+        CHECK(error_of({"server", "--stack", "crescent", "--iface", "v", "--reply-at-once", f}) ==
+              std::string("--reply-at-once: '") + f + "' is not 'on' or 'off'");
 }
 
 TEST_CASE("knb proto: a request's ends, stamped and checked a word at a time", "[knb]") {
@@ -320,7 +325,7 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
          "--verify", "full", "--pcap", "/tmp/k.pcap", "--pcap-snaplen", "128", "--pcap-max-bytes", "100000",
          "--metrics-port", "9464", "--metrics-bind", "0.0.0.0", "--cc", "dctcp", "--keepalive", "2,0.5,5",
          "--burst-flush-ns", "off"},
-        {"server", "--stack", "crescent", "--iface", "v", "--burst-flush-ns", "0"},
+        {"server", "--stack", "crescent", "--iface", "v", "--burst-flush-ns", "0", "--reply-at-once", "on"},
         {"server", "--stack", "kernel", "--kernel-wait", "block", "--threads", "3", "--proto", "echo", "--port", "9"},
     };
     for (const auto& args : cases) {
@@ -357,6 +362,7 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
         CHECK(b.rt.engine.conn.keepalive_interval == a.rt.engine.conn.keepalive_interval);
         CHECK(b.rt.engine.conn.keepalive_count == a.rt.engine.conn.keepalive_count);
         CHECK(b.rt.engine.burst_flush_after == a.rt.engine.burst_flush_after);
+        CHECK(b.rt.engine.reply_at_once == a.rt.engine.reply_at_once);
     }
 }
 

@@ -94,6 +94,7 @@ struct Got {
     bool meta_in_input = false;  // the meta span pointed into a fed obj (not copied)
     std::vector<Slice> data;
     uint64_t messages_at_call = 0;
+    bool last = false;  // Message::last
 };
 
 // Records every message; the data slices are moved out of the Message.
@@ -108,6 +109,7 @@ struct Collector : MessageSink {
         g.meta_in_input = objs && !m.meta.empty() && objs->holds(m.meta.data(), m.meta.size());
         g.data = std::move(m.data);
         g.messages_at_call = dec ? dec->messages() : 0;
+        g.last = m.last;
         got.push_back(std::move(g));
     }
 };
@@ -278,6 +280,10 @@ TEST_CASE("rpc: decoder, a stream split at every byte (two pieces), truncation a
             REQUIRE(col.got.size() == specs.size());
             REQUIRE(verify(specs, 0, col, objs) == "");
             for (size_t i = 0; i < specs.size(); ++i) REQUIRE(col.got[i].messages_at_call == i + 1);
+            // Message::last: no byte of the feed follows the message (the end of
+            // the stream, or with two feeds a cut right behind it).
+            for (size_t i = 0; i < specs.size(); ++i)
+                REQUIRE(col.got[i].last == (ends[i] == w.size() || (!one_call && ends[i] == cut)));
             // Metadata is read in place unless the cut falls inside it.
             for (size_t i = 0; i < specs.size(); ++i) {
                 if (specs[i].meta.empty()) continue;

@@ -272,6 +272,48 @@ TEST_CASE("rpc: replies to pipelined requests and calls from continuations share
     pipelined_rounds(bed, rpc::Transport::Kernel, 31015);
 }
 
+// At depth 1 every delivery is one message: the server's reply and the call the
+// client's continuation makes are each the last output of their delivery, and
+// leave from inside the callback (Stream::send_now -> Conn::send_now) with the
+// ACK of what was delivered riding on them: one segment each way per call.
+TEST_CASE("rpc: at depth 1 the reply and the next call leave from inside the callbacks (send_now)", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(22);
+    Service svc(bed.b());
+    rpc::Channel ch(bed.a(), serve(svc, bed, rpc::Transport::Crescent, 7103, 1, 1));
+    REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 10s));
+    bed.run_for(10ms);
+    auto segs_out = [](const std::vector<ConnStats>& cs) {
+        REQUIRE(cs.size() == 1);
+        return cs[0].segs_out;
+    };
+    const uint64_t client0 = segs_out(ch.connection_stats()), server0 = segs_out(svc.srv.connection_stats());
+    const uint64_t now_a0 = bed.a().stats().tx_sent_now, now_b0 = bed.b().stats().tx_sent_now;
+    constexpr uint64_t kCalls = 200;
+    uint64_t done = 0, ok = 0;
+    std::function<void(uint64_t)> call = [&](uint64_t id) {
+        auto data = make_data(id, 64);
+        REQUIRE(ch.call(kEcho, {}, data, [&, id](rpc::Reply& r) {
+            ++done;
+            if (r.status == rpc::Status::Ok && check_data(id, r.data, 64)) ++ok;
+            if (id + 1 < kCalls) call(id + 1);
+        }) == rpc::Status::Ok);
+    };
+    call(0);  // outside any callback: leaves with the loop's output
+    REQUIRE(bed.run_until([&] { return done == kCalls; }, 20s));
+    CHECK(ok == done);
+    bed.run_for(10ms);
+    CHECK(bed.b().stats().tx_sent_now - now_b0 == kCalls);      // every reply
+    CHECK(bed.a().stats().tx_sent_now - now_a0 == kCalls - 1);  // every call a continuation made
+    const uint64_t client = segs_out(ch.connection_stats()) - client0;
+    const uint64_t server = segs_out(svc.srv.connection_stats()) - server0;
+    INFO(done << " calls in " << client << " client segments, replies in " << server << " server segments");
+    CHECK(server == kCalls);
+    CHECK(client <= kCalls + 1);  // + the ACK of the last reply, which no call carries
+    ch.close();
+    bed.run_for(30ms);
+}
+
 TEST_CASE("rpc: unknown methods, dropped calls, deadlines, late replies, queue bounds", "[rpc]") {
     test::LeakCheck leaks;
     RingBed bed(15);

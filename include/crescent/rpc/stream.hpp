@@ -119,6 +119,13 @@ public:
     virtual void cork() = 0;
     // Ends cork(): the queued bytes go to the transport in one send.
     virtual void uncork() = 0;
+    // Latency: the bytes sent so far leave now where the transport can,
+    // instead of at the end of the loop's turn — crescent: Conn::send_now(),
+    // which acts only inside a callback of an RX burst's last frame (see
+    // there); kernel: nothing to do, a send is already a write. For the end
+    // of an exchange: the RPC layer calls it after the reply to, or the call
+    // made by the continuation of, the last message of a delivery.
+    virtual void send_now() {}
 
     // Backpressure: while paused no on_data() is delivered and received bytes
     // stay with the transport (crescent batch mode and kernel: the receive
