@@ -138,8 +138,8 @@ const char* usage() {
            "  --burst-flush-ns N|off    crescent: send output made during an RX burst once it has waited N ns\n"
            "                            and frames remain (0 = after every frame; off = at the burst's end;\n"
            "                            default 1000, off on AF_XDP)\n"
-           "  --reply-at-once on|off    crescent: the first send of a one-frame burst's callback leaves from\n"
-           "                            inside send(), not after the callback (default on, off on AF_XDP)\n"
+           "  --reply-at-once on|off    crescent: a reply to an RX burst's last frame leaves from inside the\n"
+           "                            callback (Conn::send_now), not after it (on)\n"
            "  --idle-sleep-us N         crescent engines nap up to N us after 1000 idle polls (default: spin)\n"
            "  --stats                   per-engine counters on stderr at the end\n"
            "client:\n"
@@ -482,7 +482,7 @@ std::vector<std::string> to_args(const Options& o) {
     if (o.rt.engine.burst != defaults.engine.burst) add("--burst", std::to_string(o.rt.engine.burst));
     if (const auto& f = o.rt.engine.burst_flush_after)
         add("--burst-flush-ns", *f == crescent::Duration::max() ? std::string("off") : std::to_string(f->count()));
-    if (const auto& r = o.rt.engine.reply_at_once) add("--reply-at-once", *r ? "on" : "off");
+    if (!o.rt.engine.reply_at_once) add("--reply-at-once", "off");
     if (o.rt.arena_bytes != defaults.arena_bytes) add("--arena-mb", std::to_string(o.rt.arena_bytes >> 20));
     if (o.rt.rx_ring) add("--rx-ring", std::to_string(o.rt.rx_ring));
     if (o.rt.engine.idle_spin)

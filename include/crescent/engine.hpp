@@ -382,7 +382,9 @@ public:
     // this connection's queued output leaves now: its segments are built
     // (the first carrying the ACK of the delivered data) and handed to the
     // device before the call returns, rather than after the callback has
-    // unwound and the loop's timers and output pass have run. Anywhere else
+    // unwound and the loop's timers and output pass have run. What the
+    // burst's other connections queued goes in the same TX burst (the end of
+    // the iteration would have sent it with this anyway). Anywhere else
     // (earlier frames of a burst, whose output EngineConfig::burst_flush_after
     // governs; timers; batch mode; EngineConfig::reply_at_once off) it does
     // nothing and the output leaves at the end of the iteration as usual.
@@ -520,10 +522,8 @@ struct EngineConfig {
     std::optional<Duration> burst_flush_after;
     // Whether Conn::send_now() acts: a reply sent from a callback of an RX
     // burst's last frame leaves from inside that call instead of after the
-    // callback, the timers and the loop's output pass. Unset: on, except on
-    // AF_XDP, where each TX burst is a system call and the iteration's other
-    // output (other connections, ACKs) would then cost a second one.
-    std::optional<bool> reply_at_once;
+    // callback, the timers and the loop's output pass.
+    bool reply_at_once = true;
     KernelWait kernel_wait = KernelWait::Busy;  // engines without a device only
 };
 

@@ -53,7 +53,7 @@ EngineImpl::EngineImpl(const EngineParams& p)
     kernel_only_ = p.dev == nullptr;
     burst_flush_after_ = p_.cfg.burst_flush_after.value_or(
         caps_.tx_syscall ? Duration::max() : Duration(std::chrono::microseconds(1)));
-    reply_at_once_ = p_.cfg.mode == DispatchMode::Inline && p_.cfg.reply_at_once.value_or(!caps_.tx_syscall);
+    reply_at_once_ = p_.cfg.mode == DispatchMode::Inline && p_.cfg.reply_at_once;
     if (p_.cfg.burst == 0) p_.cfg.burst = 32;
     if (p_.cfg.burst > 512) p_.cfg.burst = 512;
     if (p_.client_port_lo != 0) {

@@ -13,13 +13,13 @@
 // So an application that knows its exchange is complete — the RPC server
 // after the reply to the last request of a delivery, the RPC client after the
 // call its last reply's continuation made — calls Conn::send_now(): while the
-// burst's last frame is handled, that connection alone is flushed, its
-// segments built and the TX queue handed to the device before the call
-// returns. Everything the connection queued goes (the replies to a pipelined
-// burst's earlier requests too), so a frame is never split; the first segment
+// burst's last frame is handled, the Host is flushed, the segments built and
+// the TX queue handed to the device before the call returns. Everything
+// queued goes (the replies to a pipelined burst's earlier requests too, and
+// the other connections' output of the burst), so a frame is never split and
+// the end of the iteration usually finds nothing left to send; the segment
 // carries the ACK of the data just delivered, so no ACK is owed after it.
-// Earlier frames of the burst are EngineConfig::burst_flush_after's, and the
-// other connections' output waits for the end of the iteration as before.
+// Earlier frames of the burst are EngineConfig::burst_flush_after's.
 #include "stack/engine/engine_impl.hpp"
 
 namespace crescent::engine {
@@ -27,7 +27,11 @@ namespace crescent::engine {
 bool EngineImpl::conn_send_now(uint32_t index, uint32_t gen) {
     if (!at_last_frame_ || !state_of(index, gen)) return false;
     const Instant now = loop_now_;
-    host_.flush_one(tcp::ConnId{index, gen}, now, now_act_);
+    // Every connection's output goes, not only this one's: at the burst's last
+    // frame the rest of the burst has been handled, so what the others queued
+    // (replies, held ACKs) would leave with the next TX burst anyway — now it
+    // shares this one instead of making a second (a system call on AF_XDP).
+    host_.flush(now, now_act_);
     // Only the segments go now: an event a flush raises (none in practice)
     // waits for the pump with the application's other output, so that no
     // handler runs inside a call still on the application's stack.

@@ -628,17 +628,6 @@ void Host::flush(Instant now, Actions& out) {
     m.dirty.clear();
 }
 
-void Host::flush_one(ConnId c, Instant now, Actions& out) {
-    Impl& m = *impl_;
-    if (!m.get(c)) return;
-    auto& s = m.slots[c.index];
-    if (!s.dirty) return;
-    s.dirty = false;  // its entry in `dirty` stays; flush() passes over it
-    size_t ev = out.events.size();
-    s.tcb->flush(now, out);
-    m.after_call(c.index, ev, out);
-}
-
 bool Host::has_dirty() const { return !impl_->dirty.empty(); }
 
 bool Host::in_time_wait(ConnId c) const {

@@ -101,9 +101,6 @@ public:
     // Emit output of every connection touched by send/consume/close since the
     // last flush, and the ACKs held to the next flush (Config::ack_hold_segments).
     void flush(Instant now, Actions& out);
-    // The same for connection c alone, if it has output waiting; the others
-    // keep theirs for the next flush().
-    void flush_one(ConnId c, Instant now, Actions& out);
     // Some connection waits for flush().
     bool has_dirty() const;
 

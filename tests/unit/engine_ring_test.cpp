@@ -783,9 +783,10 @@ struct AtOnce {
     std::string got;                        // what the client received
 };
 
-// `frames` messages of 100 bytes wait in the server's RX ring and reach it in
-// one burst; the server answers each delivery with two sends and send_now().
-AtOnce replies_to_one_burst(int id, std::optional<bool> at_once, DispatchMode mode, int frames) {
+// `frames` messages of 100 bytes, from `conns` client connections in turn, wait
+// in the server's RX ring and reach it in one burst; the server answers each
+// delivery with two sends and send_now().
+AtOnce replies_to_one_burst(int id, bool at_once, DispatchMode mode, int frames, int conns = 1) {
     Env& e = env();
     AtOnce r;
     RingPair rp(id);
@@ -802,27 +803,35 @@ AtOnce replies_to_one_burst(int id, std::optional<bool> at_once, DispatchMode mo
     auto eb = engine::make_engine(pp.b);
     TwoReplies server;
     server.dev = &counted_b;
-    Collector client;
+    std::vector<Collector> clients(static_cast<size_t>(conns));
     REQUIRE(eb->listen(7, server) == ListenStatus::Ok);
-    Conn c;
-    REQUIRE(ea->connect(Endpoint{Ipv4{pp.ipb.v}, 7}, client, &c) == ConnectStatus::Ok);
+    for (Collector& cl : clients) {
+        Conn c;
+        REQUIRE(ea->connect(Endpoint{Ipv4{pp.ipb.v}, 7}, cl, &c) == ConnectStatus::Ok);
+    }
+    auto all = [&](auto pred) {
+        for (const Collector& cl : clients)
+            if (!pred(cl)) return false;
+        return true;
+    };
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while ((!client.conn.valid() || server.accepted == 0) && std::chrono::steady_clock::now() < deadline) {
+    while ((!all([](const Collector& cl) { return cl.conn.valid(); }) || server.accepted < uint64_t(conns)) &&
+           std::chrono::steady_clock::now() < deadline) {
         ea->poll_once();
         eb->poll_once();
     }
-    REQUIRE(client.conn.valid());
+    REQUIRE(all([](const Collector& cl) { return cl.conn.valid(); }));
     for (int i = 0; i < 10; ++i) {  // the handshake's last ACKs settle: the burst below is the messages
         ea->poll_once();
         eb->poll_once();
     }
     REQUIRE(rte_ring_count(rp.ab) == 0);
-    std::string expect;
+    std::vector<std::string> expect(static_cast<size_t>(conns));
     for (int k = 0; k < frames; ++k) {
         std::string m(100, char('a' + k));
-        REQUIRE(client.conn.send_copy(m) == SendStatus::Ok);
+        REQUIRE(clients[size_t(k % conns)].conn.send_copy(m) == SendStatus::Ok);
         ea->poll_once();
-        expect += "AB" + m;
+        expect[size_t(k % conns)] += "AB" + m;
     }
     REQUIRE(rte_ring_count(rp.ab) == size_t(frames));
     const uint64_t calls0 = counted_b.tx_calls, packets0 = eb->stats().tx_packets, now0 = eb->stats().tx_sent_now;
@@ -834,13 +843,20 @@ AtOnce replies_to_one_burst(int id, std::optional<bool> at_once, DispatchMode mo
     r.during_sends = server.during_sends;
     r.during_send_now = server.during_send_now;
     r.send_now_true = server.send_now_true;
-    while (client.got.size() < size_t(frames) * 102 && std::chrono::steady_clock::now() < deadline) {
+    auto all_answered = [&] {
+        for (size_t k = 0; k < clients.size(); ++k)
+            if (clients[k].got.size() < expect[k].size()) return false;
+        return true;
+    };
+    while (!all_answered() && std::chrono::steady_clock::now() < deadline) {
         ea->poll_once();
         eb->poll_once();
     }
-    r.got = client.got;
-    if (frames == 1 || mode == DispatchMode::Inline) CHECK(r.got == expect);
-    client.conn.abort();
+    for (size_t k = 0; k < clients.size(); ++k) {
+        r.got += clients[k].got;
+        if (frames == conns || mode == DispatchMode::Inline) CHECK(clients[k].got == expect[k]);
+    }
+    for (Collector& cl : clients) cl.conn.abort();
     for (int i = 0; i < 100; ++i) {
         ea->poll_once();
         eb->poll_once();
@@ -854,8 +870,8 @@ TEST_CASE("engine: Conn::send_now() sends the last frame's replies from inside t
           "[engine][ring]") {
     REQUIRE(env().ok);
     zbuf::CoreScope core(0);
-    SECTION("default on a ring port: both replies are on the wire before send_now() returns") {
-        AtOnce r = replies_to_one_burst(44, std::nullopt, DispatchMode::Inline, 1);
+    SECTION("on (the default): both replies are on the wire before send_now() returns") {
+        AtOnce r = replies_to_one_burst(44, true, DispatchMode::Inline, 1);
         CHECK(r.deliveries == 1);
         CHECK(r.during_sends == 0);
         CHECK(r.during_send_now == 1);
@@ -880,6 +896,14 @@ TEST_CASE("engine: Conn::send_now() sends the last frame's replies from inside t
         CHECK(r.send_now_true == 1);
         CHECK(r.sent_now == 1);
         CHECK(r.tx_calls == 1);  // nothing was left for the end of the burst
+    }
+    SECTION("two connections' frames in one burst: the last one's send_now() takes the other's replies too") {
+        AtOnce r = replies_to_one_burst(48, true, DispatchMode::Inline, 2, 2);
+        CHECK(r.deliveries == 2);
+        CHECK(r.during_send_now == 1);
+        CHECK(r.sent_now == 1);
+        CHECK(r.tx_calls == 1);  // one TX burst for both: nothing left for the end of the iteration
+        CHECK(r.tx_packets == 2);
     }
     SECTION("batch mode calls back after the burst: send_now() does nothing") {
         AtOnce r = replies_to_one_burst(47, true, DispatchMode::Batch, 1);

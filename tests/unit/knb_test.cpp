@@ -219,7 +219,7 @@ TEST_CASE("knb options: defaults", "[knb]") {
     CHECK(o.rt.engine.conn.cc == crescent::CongestionControl::NewReno);
     CHECK_FALSE(o.rt.engine.conn.keepalive);
     CHECK_FALSE(o.rt.engine.burst_flush_after);  // the device's default
-    CHECK_FALSE(o.rt.engine.reply_at_once);      // the device's default
+    CHECK(o.rt.engine.reply_at_once);
     REQUIRE(parse_args({"server", "--stack", "crescent", "--eal", "--vdev=net_memif0", "--ip", "10.0.0.1/24"}, &o, &err));
     CHECK(o.role == Role::Server);
     CHECK(o.mode == Mode::Inline);
@@ -325,7 +325,7 @@ TEST_CASE("knb options: to_args gives back the same options", "[knb]") {
          "--verify", "full", "--pcap", "/tmp/k.pcap", "--pcap-snaplen", "128", "--pcap-max-bytes", "100000",
          "--metrics-port", "9464", "--metrics-bind", "0.0.0.0", "--cc", "dctcp", "--keepalive", "2,0.5,5",
          "--burst-flush-ns", "off"},
-        {"server", "--stack", "crescent", "--iface", "v", "--burst-flush-ns", "0", "--reply-at-once", "on"},
+        {"server", "--stack", "crescent", "--iface", "v", "--burst-flush-ns", "0", "--reply-at-once", "off"},
         {"server", "--stack", "kernel", "--kernel-wait", "block", "--threads", "3", "--proto", "echo", "--port", "9"},
     };
     for (const auto& args : cases) {
