@@ -32,6 +32,7 @@ bool EngineImpl::conn_send_now(uint32_t index, uint32_t gen) {
     // (replies, held ACKs) would leave with the next TX burst anyway — now it
     // shares this one instead of making a second (a system call on AF_XDP).
     host_.flush(now, now_act_);
+    need_flush_ = false;  // the Host has nothing left: the loop's pump need not ask it again
     // Only the segments go now: an event a flush raises (none in practice)
     // waits for the pump with the application's other output, so that no
     // handler runs inside a call still on the application's stack.
