@@ -215,7 +215,7 @@ size_t EngineImpl::poll_once() {
     Instant now = clock_.now();
     loop_now_ = now;
     uint16_t n = dev_->rx_burst(rx_pkts_.data(), p_.cfg.burst);
-    PhaseTimer phases(clock_, st_);
+    PhaseTimer& phases = phases_;
     if (n) {
         if (--phase_countdown_ == 0) [[unlikely]] {
             phase_countdown_ = EngineStats::kPhaseSampleEvery;
@@ -267,6 +267,7 @@ size_t EngineImpl::poll_once() {
         st_.busy_ns += uint64_t((clock_.now() - now).count());  // one TSC read, after the output left
     }
     phases.end(Phase::Rest);  // before the publisher's tick, which copies the counters
+    phases.stop();
     pub_.tick(*this, now);
     return work;
 }

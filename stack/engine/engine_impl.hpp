@@ -34,6 +34,7 @@
 #include "stack/engine/device.hpp"
 #include "stack/engine/kernel_loop.hpp"
 #include "stack/engine/nexthop.hpp"
+#include "stack/engine/phase_timer.hpp"
 #include "stack/engine/ratelimit.hpp"
 #include "stack/engine/stats_publish.hpp"
 #include "stack/engine/timer_wheel.hpp"
@@ -371,6 +372,7 @@ private:
     Instant last_fd_poll_{};      // when poll_once() last polled the epoll set (fd_poll_interval)
 
     EngineStats st_;
+    PhaseTimer phases_{clock_, st_};  // the sampled iteration's phase times (poll_once, send_now)
     StatsPublisher pub_;               // snapshots for other threads (tick() per iteration)
 };
 

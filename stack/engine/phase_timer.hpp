@@ -20,8 +20,10 @@ namespace crescent::engine {
 enum class Phase : uint8_t { Poll, Rx, Timers, Output, Flush, Rest };
 static_assert(size_t(Phase::Rest) + 1 == EngineStats::kPhases);
 
-// One iteration's timer: off unless start()ed; end(p) credits the time since
-// the previous boundary to phase p.
+// One iteration's timer: off unless start()ed, until stop(); end(p) credits
+// the time since the previous boundary to phase p (also from inside a phase:
+// Conn::send_now() builds and sends during `rx`, and credits that part to
+// `output` and `flush`, so the columns keep their meaning).
 class PhaseTimer {
 public:
     PhaseTimer(const TscClock& clock, EngineStats& st) : clock_(clock), st_(st) {}
@@ -34,6 +36,7 @@ public:
         ++st_.phase_samples;
         end(Phase::Poll);
     }
+    void stop() { on_ = false; }
     void end(Phase p) {
         if (!on_) [[likely]] return;
         const Instant t = clock_.now();

@@ -27,6 +27,7 @@ namespace crescent::engine {
 bool EngineImpl::conn_send_now(uint32_t index, uint32_t gen) {
     if (!at_last_frame_ || !state_of(index, gen)) return false;
     const Instant now = loop_now_;
+    phases_.end(Phase::Rx);  // parse, TCP and the application up to here
     // Every connection's output goes, not only this one's: at the burst's last
     // frame the rest of the burst has been handled, so what the others queued
     // (replies, held ACKs) would leave with the next TX burst anyway — now it
@@ -40,8 +41,10 @@ bool EngineImpl::conn_send_now(uint32_t index, uint32_t gen) {
     for (const tcp::OutSegment& s : now_act_.segments) transmit(s, now);
     app_act_.events.insert(app_act_.events.end(), now_act_.events.begin(), now_act_.events.end());
     now_act_.clear();
+    phases_.end(Phase::Output);
     if (!any) return false;  // nothing the windows allowed: it waits for an ACK as usual
     flush_tx();
+    phases_.end(Phase::Flush);
     ++st_.tx_sent_now;
     return true;
 }
