@@ -222,6 +222,12 @@ TEST_CASE("rpc: zero-copy echo over the kernel transport", "[rpc]") {
 
 namespace {
 
+// Segments sent on the one connection of `cs`.
+uint64_t segs_out(const std::vector<ConnStats>& cs) {
+    REQUIRE(cs.size() == 1);
+    return cs[0].segs_out;
+}
+
 // The replies to requests that arrive together, and the calls that the
 // continuations of replies arriving together make, leave together: a few
 // segments per round of 16, not one each. The RPC layer corks a kernel stream
@@ -233,10 +239,6 @@ void pipelined_rounds(RingBed& bed, rpc::Transport t, uint16_t port) {
     Service svc(bed.b());
     rpc::Channel ch(bed.a(), serve(svc, bed, t, port, kDepth, 1));
     REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 10s));
-    auto segs_out = [](const std::vector<ConnStats>& cs) {
-        REQUIRE(cs.size() == 1);
-        return cs[0].segs_out;
-    };
     const uint64_t client0 = segs_out(ch.connection_stats()), server0 = segs_out(svc.srv.connection_stats());
     uint64_t done = 0, ok = 0;
     // Each reply of a round issues one call of the next: 16 continuations
@@ -283,10 +285,6 @@ TEST_CASE("rpc: at depth 1 the reply and the next call leave from inside the cal
     rpc::Channel ch(bed.a(), serve(svc, bed, rpc::Transport::Crescent, 7103, 1, 1));
     REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 10s));
     bed.run_for(10ms);
-    auto segs_out = [](const std::vector<ConnStats>& cs) {
-        REQUIRE(cs.size() == 1);
-        return cs[0].segs_out;
-    };
     const uint64_t client0 = segs_out(ch.connection_stats()), server0 = segs_out(svc.srv.connection_stats());
     const uint64_t now_a0 = bed.a().stats().tx_sent_now, now_b0 = bed.b().stats().tx_sent_now;
     constexpr uint64_t kCalls = 200;
