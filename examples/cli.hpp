@@ -130,7 +130,8 @@ public:
 
     // The engine-loop flags of the examples that serve in either dispatch
     // mode: --mode inline|batch, --burst N, --idle-sleep-us N (spin 1000
-    // empty iterations, then nap in epoll up to N us), --arena-mb N.
+    // empty iterations, then nap in epoll up to N us), --arena-mb N,
+    // --reply-at-once on|off (EngineConfig::reply_at_once).
     bool engine_option(RuntimeOptions& rt) {
         if (is("--mode")) {
             const char* v = value();
@@ -142,6 +143,8 @@ public:
             rt.engine.idle_spin = 1000;
         } else if (is("--arena-mb")) {
             rt.arena_bytes = size_t(number(16, 1u << 20)) << 20;
+        } else if (is("--reply-at-once")) {
+            rt.engine.reply_at_once = on_off();
         } else {
             return false;
         }

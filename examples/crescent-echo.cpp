@@ -62,7 +62,7 @@ struct Options {
 const char* usage =
     "usage: crescent-echo (--iface IFACE | --eal \"ARGS\" --ip A.B.C.D/LEN [--mac MAC] [--neighbour IP=MAC]...\n"
     "                      [--gateway IP]) [--port P] [--mode inline|batch] [--cores N] [--file-prefix P]\n"
-    "                     [--no-huge] [--burst N] [--idle-sleep-us N] [--stats] [--show-plan]\n"
+    "                     [--no-huge] [--burst N] [--reply-at-once on|off] [--idle-sleep-us N] [--stats] [--show-plan]\n"
     "                     [--impair loss=P,dup=P,reorder=P,delay=Nms,seed=N]   (testing: netem-like, both ways)\n"
     "                     [--pcap FILE [--pcap-snaplen N] [--pcap-max-mb N | --pcap-max-bytes N]]\n"
     "                         (every frame sent and received, as pcap; FILE.0, FILE.1... with --cores > 1)\n"
@@ -118,6 +118,7 @@ private:
         for (const Slice& s : data) n += s.size();
         if (p->slices.empty() && c.send(data) == SendStatus::Ok) {  // the common case: straight back
             echoed += n;
+            c.send_now();  // the echo is this delivery's last output: on the wire before we return
             return;
         }
         // Kept until the send buffer takes them: their bytes stay in the

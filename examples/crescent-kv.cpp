@@ -14,7 +14,7 @@
 // received slices as the value (values <= --copy-max bytes are copied into
 // shared blocks instead, and the RX objs one keyspace may hold are bounded by
 // --rx-pin; see store.hpp), GET sends references to them. All replies of one
-// batch of requests leave in one send().
+// batch of requests leave in one send(), and at once (Stream::send_now()).
 //
 // Engines and keyspaces: a keyspace belongs to one engine (share-nothing), and
 // the crescent transport spreads connections over engines by their source
@@ -112,7 +112,7 @@ const char* usage =
     "  --rx-ring N        RX descriptors of the engine's queue, a power of two in 64..4096 (default 2048)\n"
     "  --stats            print per-engine counters on exit\n"
     "  --show-plan        print the port plan and exit\n"
-    "  --file-prefix P, --no-huge, --copy-rx, --burst N, --idle-sleep-us N, --impair SPEC,\n"
+    "  --file-prefix P, --no-huge, --copy-rx, --burst N, --reply-at-once on|off, --idle-sleep-us N, --impair SPEC,\n"
     "  --app-slot N, --app-slots N, --pcap FILE, --pcap-snaplen N, --pcap-max-mb N: as for crescent-echo\n";
 
 Options parse(int argc, char** argv) {
@@ -309,6 +309,7 @@ private:
             ++stats_.writes;
             s.send(ss.out);
             ss.out.clear();
+            s.send_now();  // every complete request of the delivery is answered: the replies go now
         }
         if (close) {
             ss.closing = true;

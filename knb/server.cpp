@@ -51,6 +51,7 @@ public:
     void on_data(rpc::Stream& s, std::span<Slice> data) override {
         for (const Slice& d : data) bytes += d.size();
         s.send(data);
+        s.send_now();  // the echo is the delivery's last output (Stream::send_now)
     }
     void on_peer_closed(rpc::Stream& s) override { s.close(); }
     void on_closed(rpc::Stream&, std::string_view why) override { ++closed[std::string(why)]; }

@@ -240,6 +240,12 @@ def stat(out, name):
     return int(m.group(1))
 
 
+def engine_stat(out, name):
+    # The engine's own counters (examples::print_engine_stats: nonzero ones only).
+    m = re.search(r"^engine 0:.*\b" + re.escape(name) + r"=(\d+)", out, re.M)
+    return int(m.group(1)) if m else 0
+
+
 def stop_kv(p):
     rc = p.stop()
     out = p.output()
@@ -265,12 +271,17 @@ def case_crescent():
         out = stop_kv(srv)
         check(stat(out, "connections") > 50, "redis-benchmark's 50 clients and the others connected")
         check(stat(out, "pauses") >= 1, "the slow reader was paused (--stats pauses)")
+        # Inline mode: a delivery's replies leave from inside the callback
+        # (Stream::send_now -> Conn::send_now, EngineConfig::reply_at_once).
+        sent_now = engine_stat(out, "tx_sent_now")
+        check(sent_now > 1000, f"replies sent at once from the callbacks (tx_sent_now {sent_now})")
         # Batch dispatch mode: the same clients, a shorter run.
         srv = bed.kv("--mode", "batch")
         check("batch mode" in srv.output(), "crescent-kv in batch mode")
         benchmark(bed, PORT)
         pyclient(bed, PORT, n=1000, seed=3)
-        stop_kv(srv)
+        out = stop_kv(srv)
+        check(engine_stat(out, "tx_sent_now") == 0, "batch mode: send_now does nothing (tx_sent_now 0)")
 
 
 def case_kernel():
