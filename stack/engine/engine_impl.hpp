@@ -323,7 +323,7 @@ private:
 
     tcp::Actions act_;                 // output of engine-initiated Host calls
     tcp::Actions app_act_;             // output of application-initiated Host calls
-    tcp::Actions now_act_;             // output of send_now(): one connection's segments
+    tcp::Actions now_act_;             // output of send_now(): the Host's, flushed from inside rx
     // The application queued work (send, shutdown, close). A consume() that
     // makes a window update due marks the Host's slot dirty instead, so it
     // is flushed at the burst's end without counting as application output.
@@ -365,7 +365,7 @@ private:
     const rte_mempool* pool_to_check_ = nullptr;  // rx() asks check_rx_pool() to look at it
     // EngineConfig::burst_flush_after, or its default for the device (rx.cpp).
     Duration burst_flush_after_ = Duration::max();
-    bool reply_at_once_ = false;  // EngineConfig::reply_at_once, or the device's default
+    bool reply_at_once_ = false;  // EngineConfig::reply_at_once, in inline mode (send_now.cpp)
     bool at_last_frame_ = false;  // rx(): the burst's last frame is being handled (and reply_at_once_)
     Instant loop_now_{};          // Engine::loop_time(): set where the loop polls for input
     uint32_t phase_countdown_ = 1;  // RX iterations until the next one timed (EngineStats::phase_ns)
