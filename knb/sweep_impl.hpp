@@ -98,7 +98,8 @@ struct Results {
     std::vector<std::string> raw_phases;
 };
 // A run document's result.phase_ns means for `side` ("client", "server"):
-// poll, rx, timers, output, flush, rest; nullopt when the side has none.
+// poll, parse, tcp, app, timers, output, flush, rest; nullopt when the side
+// has none.
 std::optional<std::array<double, crescent::EngineStats::kPhases>> phase_means(const std::string& doc,
                                                                               const std::string& side);
 void write_document(const Sweep& sw, const Results& r);

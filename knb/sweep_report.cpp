@@ -188,7 +188,8 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
 // Where a turn's time goes at each point: crescent's engines' sampled phase
 // means (EngineStats::phase_ns, from the run documents) beside the raw
 // reflector's own split of its loop. poll and flush are the device's part
-// (the reflector has the same two); rx + timers + output is the stack's.
+// (the reflector has the same two); parse + tcp + app + timers + output is
+// the stack's.
 void print_phases(const Sweep& sw, const Results& res) {
     bool header = false;
     for (const RawPoint& r : res.raws)
@@ -203,15 +204,16 @@ void print_phases(const Sweep& sw, const Results& res) {
                     header = true;
                     std::printf("\n# where a turn's time goes (%s bed): mean ns of crescent's loop iterations that "
                                 "received frames, one in 64 timed (EngineStats::phase_ns); poll and flush are the "
-                                "device's part, stack = rx + timers + output\n", sw.bed.c_str());
-                    std::printf("%-6s %-4s %-3s | %-16s %-6s | %7s %7s %7s %7s %7s %7s | %7s\n", "size", "qd", "thr",
-                                "crescent", "side", "poll", "rx", "timers", "output", "flush", "rest", "stack");
+                                "device's part, stack = parse + tcp + app + timers + output\n", sw.bed.c_str());
+                    std::printf("%-6s %-4s %-3s | %-16s %-6s | %7s %7s %7s %7s %7s %7s %7s %7s | %7s\n", "size", "qd",
+                                "thr", "crescent", "side", "poll", "parse", "tcp", "app", "timers", "output", "flush",
+                                "rest", "stack");
                 }
                 const auto& v = *m;
                 std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %-6s | %7.0f %7.0f %7.0f %7.0f %7.0f "
-                            "%7.0f | %7.0f\n",
+                            "%7.0f %7.0f %7.0f | %7.0f\n",
                             p.size, p.iodepth, p.threads, variant(p).c_str(), side, v[0], v[1], v[2], v[3], v[4], v[5],
-                            v[1] + v[2] + v[3]);
+                            v[6], v[7], v[1] + v[2] + v[3] + v[4] + v[5]);
             }
         }
     for (const std::string& l : res.raw_phases)

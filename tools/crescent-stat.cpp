@@ -244,11 +244,14 @@ int cmd_top(const std::string& target, long count) {
                         (unsigned long long)cur[k + "connections"], d("epoll_events") / secs);
             // Where an iteration that received frames spent its time, means of
             // the ones the engine timed this interval (EngineStats::phase_ns):
-            // the device's poll, the stack and handlers, TCP output and frame
-            // building, the device's send. "-" when none was timed.
+            // the device's poll, the stack and handlers (parse + tcp + app),
+            // TCP output and frame building, the device's send. "-" when none
+            // was timed.
             const double timed = d("phase_samples");
-            for (const char* ph : {"phase_poll_ns", "phase_rx_ns", "phase_output_ns", "phase_flush_ns"}) {
-                if (timed > 0) std::printf(" %8.0f", d(ph) / timed);
+            const double phases[] = {d("phase_poll_ns"), d("phase_parse_ns") + d("phase_tcp_ns") + d("phase_app_ns"),
+                                     d("phase_output_ns"), d("phase_flush_ns")};
+            for (double ns : phases) {
+                if (timed > 0) std::printf(" %8.0f", ns / timed);
                 else std::printf(" %8s", "-");
             }
             std::printf("\n");

@@ -308,22 +308,28 @@ struct EngineStats {
     // Where an iteration that received frames spends its time, sampled: one
     // such iteration in kPhaseSampleEvery is timed phase by phase (a TSC read
     // at each boundary; the others pay one branch) and its nanoseconds added
-    // here, by phase (phase_name): the device's poll (rx_burst), the burst
-    // through the stack (parse, TCP, the inline handlers), the timers, TCP's
-    // output and the frames built (pump), the device's send (tx_burst), and
-    // the rest of the loop after the output left. Wall time, like busy_ns.
+    // here, by phase (phase_name): the device's poll (rx_burst); the burst
+    // through the stack, frame by frame, split three ways: the frame parsed
+    // and its payload made a slice (parse), TCP's input (tcp: the segment
+    // checked against its connection, the ACK and the data taken), the
+    // events delivered (app: in inline mode the handlers, up to the
+    // Conn::send_now() of their reply); the timers; TCP's output and the
+    // frames built (pump); the device's send (tx_burst); and the rest of the
+    // loop after the output left (with the handlers' work after a
+    // Conn::send_now()). Wall time, like busy_ns.
     // \var phase_samples
     // Iterations timed: phase_ns[i] / phase_samples is phase i's mean.
     // \var kPhases
     // The loop phases phase_ns counts (see phase_name).
     // \var kPhaseSampleEvery
     // One iteration that received frames in this many is timed.
-    static constexpr size_t kPhases = 6;
+    static constexpr size_t kPhases = 8;
     static constexpr uint32_t kPhaseSampleEvery = 64;
     std::array<uint64_t, kPhases> phase_ns{};
     uint64_t phase_samples = 0;
 
-    // Phase i's name (< kPhases): poll, rx, timers, output, flush, rest; its
+    // Phase i's name (< kPhases): poll, parse, tcp, app, timers, output,
+    // flush, rest; its
     // counter is `phase_<name>_ns` in for_each().
     static std::string_view phase_name(size_t i);
     // The wire layer's name of parse drop reason `i` (< kParseDrops);

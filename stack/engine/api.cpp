@@ -82,7 +82,8 @@ std::string_view EngineStats::parse_drop_name(size_t i) {
 }
 
 std::string_view EngineStats::phase_name(size_t i) {
-    static constexpr std::array<std::string_view, kPhases> names{"poll", "rx", "timers", "output", "flush", "rest"};
+    static constexpr std::array<std::string_view, kPhases> names{"poll",   "parse", "tcp",   "app",
+                                                                          "timers", "output", "flush", "rest"};
     return i < kPhases ? names[i] : "unknown";
 }
 

@@ -224,7 +224,7 @@ size_t EngineImpl::poll_once() {
         if (p_.pcap) p_.pcap->write_mbufs(rx_pkts_.data(), n, now);  // as received
         rx(now, n);
         work += n;
-        phases.end(Phase::Rx);
+        phases.end(Phase::App);  // what the burst's last frame left after its events
     }
     // Timers: the Host's earliest TCP deadline, then the wheel (app timers).
     if (now >= host_.next_deadline()) {

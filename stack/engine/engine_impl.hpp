@@ -209,6 +209,7 @@ private:
 
     void rx(Instant now, uint16_t n);  // rx.cpp
     void rx_one(rte_mbuf* m, Instant now, bool zero_copy);
+    void deliver_segment(const wire::Frame& f, Slice payload, Instant now);
     void check_rx_pool();              // rx.cpp
     // The application made output (sends, closes) that the loop would send at
     // the end of this iteration. Not ACKs alone: sent early, one that a reply

@@ -45,8 +45,11 @@ void EngineImpl::rx(Instant now, uint16_t n) {
         if (early_flush && i + 1 < n && app_output_waiting()) {
             const Instant t = clock_.now();
             if (t - since >= burst_flush_after_) {
+                phases_.end(Phase::App);
                 pump(now);
+                phases_.end(Phase::Output);
                 flush_tx();
+                phases_.end(Phase::Flush);
                 ++st_.tx_early_flushes;
                 since = t;
             }
@@ -102,11 +105,7 @@ void EngineImpl::rx_one(rte_mbuf* m, Instant now, bool zero_copy) {
             ++st_.rx_zero_copy;
             payload.remove_prefix(f.payload_off);
             payload.set_size(f.payload_len);
-            host_.on_segment(f.ip.src, f.ip.dst, f.ip.ecn, f.tcp, std::move(payload), now, act_);
-            if (!act_.empty()) {
-                process(act_, now);
-                act_.clear();
-            }
+            deliver_segment(f, std::move(payload), now);
             return;
         }
     }
@@ -122,11 +121,20 @@ void EngineImpl::rx_one(rte_mbuf* m, Instant now, bool zero_copy) {
         std::memcpy(payload.data(), data + f.payload_off, f.payload_len);
     }
     rte_pktmbuf_free(m);
+    deliver_segment(f, std::move(payload), now);
+}
+
+// A parsed segment through TCP, then its events (in inline mode the
+// handlers): the phases parse | tcp | app of a timed iteration.
+void EngineImpl::deliver_segment(const wire::Frame& f, Slice payload, Instant now) {
+    phases_.end(Phase::Parse);
     host_.on_segment(f.ip.src, f.ip.dst, f.ip.ecn, f.tcp, std::move(payload), now, act_);
+    phases_.end(Phase::Tcp);
     if (!act_.empty()) {
         process(act_, now);
         act_.clear();
     }
+    phases_.end(Phase::App);
 }
 
 } // namespace crescent::engine

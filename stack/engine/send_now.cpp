@@ -27,7 +27,7 @@ namespace crescent::engine {
 bool EngineImpl::conn_send_now(uint32_t index, uint32_t gen) {
     if (!at_last_frame_ || !state_of(index, gen)) return false;
     const Instant now = loop_now_;
-    phases_.end(Phase::Rx);  // parse, TCP and the application up to here
+    phases_.end(Phase::App);  // the handlers up to here
     // Every connection's output goes, not only this one's: at the burst's last
     // frame the rest of the burst has been handled, so what the others queued
     // (replies, held ACKs) would leave with the next TX burst anyway — now it
@@ -45,6 +45,7 @@ bool EngineImpl::conn_send_now(uint32_t index, uint32_t gen) {
     if (!any) return false;  // nothing the windows allowed: it waits for an ACK as usual
     flush_tx();
     phases_.end(Phase::Flush);
+    phases_.output_left();
     ++st_.tx_sent_now;
     return true;
 }

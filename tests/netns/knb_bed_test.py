@@ -547,14 +547,14 @@ def case_memif_sweep_raw():
         # the stack's share their sum, and the raw reflector's own split.
         ph = sect[1].split("# where a turn's time goes", 1)
         check(len(ph) == 2, "the sweep prints where a turn's time goes")
-        prow = re.findall(r"^(\d+)\s+(\d+)\s+1\s+\| crescent/inline\s+(server|client) \|((?:\s+\d+){6}) \|\s+(\d+)$",
+        prow = re.findall(r"^(\d+)\s+(\d+)\s+1\s+\| crescent/inline\s+(server|client) \|((?:\s+\d+){8}) \|\s+(\d+)$",
                           ph[1], re.M)
         check(len(prow) == 2 * len(runs), f"a row per point and side ({len(prow)} for {len(runs)} points)")
         for size, depth, side, cells, stack in prow:
             v = [int(c) for c in cells.split()]
-            check(v[0] > 0 and v[1] > 0 and v[4] > 0 and abs(v[1] + v[2] + v[3] - int(stack)) <= 2,
-                  f"{size} B qd{depth} {side}: poll {v[0]}, rx {v[1]}, flush {v[4]} ns > 0, stack {stack} = "
-                  f"rx + timers + output")
+            check(v[0] > 0 and v[1] > 0 and v[2] > 0 and v[6] > 0 and abs(sum(v[1:6]) - int(stack)) <= 3,
+                  f"{size} B qd{depth} {side}: poll {v[0]}, parse {v[1]}, tcp {v[2]}, flush {v[6]} ns > 0, "
+                  f"stack {stack} = parse + tcp + app + timers + output")
         check(re.search(r"^raw reflector, 1 queue\(s\): poll \d+ ns, reflect \d+ ns, flush \d+ ns", ph[1], re.M)
               is not None, "the raw reflector's own phase split follows")
         check("sent as a message of 3 frames" in p.stderr, "the sweep said the 4 KiB request went as 3 frames")

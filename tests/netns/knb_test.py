@@ -161,8 +161,8 @@ def case_crescent():
                   f"and client {busy['client']} of {wall:.3f} us")
             # Sampled phase times (EngineStats::phase_ns) of both sides' engines.
             for side, p in d["result"]["phase_ns"].items():
-                check(p is not None and p["samples"] > 0 and p["poll"] > 0 and p["rx"] > 0 and p["flush"] > 0
-                      and all(p[k] >= 0 for k in ("timers", "output", "rest")),
+                check(p is not None and p["samples"] > 0 and p["poll"] > 0 and p["parse"] > 0 and p["tcp"] > 0
+                      and p["app"] > 0 and p["flush"] > 0 and all(p[k] >= 0 for k in ("timers", "output", "rest")),
                       f"the {side}'s engine timed some of its RX iterations phase by phase: {p}")
             if mode == "inline":
                 sane(*b.client(cl + ["--iodepth", "16", "--msg-size", "4096"]), "crescent inline 4 KiB iodepth 16")

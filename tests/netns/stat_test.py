@@ -70,7 +70,7 @@ def case_load():
                 check(k in c1, f"crescent-stat lists {k} ({c1.get(k)})")
             for k in ("engine.0.rx_packets", "engine.0.tx_packets", "engine.0.tx_bytes", "engine.0.loops",
                       "engine.0.busy_ns", "engine.0.published", "engine.0.phase_samples", "engine.0.phase_poll_ns",
-                      "engine.0.phase_rx_ns", "engine.0.phase_flush_ns"):
+                      "engine.0.phase_tcp_ns", "engine.0.phase_flush_ns"):
                 check(c2[k] > c1[k], f"{k} increased between two reads ({c1[k]} -> {c2[k]})")
             check(c2["pid"] == pid and c2["engines"] == 1, "the counters are the server's (pid, one engine)")
             busy, wall = c2["engine.0.busy_ns"] - c1["engine.0.busy_ns"], c2["engine.0.mono_ns"] - c1["engine.0.mono_ns"]

@@ -396,7 +396,9 @@ TEST_CASE("engine: one RX iteration in kPhaseSampleEvery is timed, phase by phas
         // The phases of the timed iterations, a sample of the busy ones: a
         // part of all the busy time (every iteration timed would be all of it).
         CHECK(s->phase_ns[size_t(0)] > 0);  // the poll that found frames
-        CHECK(s->phase_ns[size_t(1)] > 0);  // the burst through TCP and the handlers
+        CHECK(s->phase_ns[size_t(1)] > 0);  // frames parsed
+        CHECK(s->phase_ns[size_t(2)] > 0);  // TCP's input
+        CHECK(s->phase_ns[size_t(3)] > 0);  // the handlers
         CHECK(timed_ns < s->busy_ns);
         std::map<std::string, uint64_t> named;
         s->for_each([&](std::string_view k, uint64_t v) { named[std::string(k)] = v; });
@@ -404,7 +406,8 @@ TEST_CASE("engine: one RX iteration in kPhaseSampleEvery is timed, phase by phas
         for (size_t i = 0; i < EngineStats::kPhases; ++i)
             CHECK(named.at("phase_" + std::string(EngineStats::phase_name(i)) + "_ns") == s->phase_ns[i]);
     }
-    CHECK(EngineStats::phase_name(1) == "rx");
+    CHECK(EngineStats::phase_name(1) == "parse");
+    CHECK(EngineStats::phase_name(3) == "app");
     CHECK(EngineStats::phase_name(EngineStats::kPhases) == "unknown");
 }
 

@@ -386,7 +386,7 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
     r.server_cpu_s = 2.0;
     r.client_busy_s = 0.25;  // crescent's client: engines busy a quarter of a second
     r.retrans_server = 3;
-    PhaseSums ph;  // the client's engines: 4 iterations timed, 1000 ns of poll and 2000 of rx in all
+    PhaseSums ph;  // the client's engines: 4 iterations timed, 1000 ns of poll and 2000 of parse in all
     ph.samples = 4;
     ph.ns[0] = 1000;
     ph.ns[1] = 2000;
@@ -409,9 +409,9 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
           "result.cpu_s.server", "result.cpu_us_per_rpc.client", "result.cpu_us_per_rpc.server",
           "result.busy_us_per_rpc.client", "result.busy_us_per_rpc.server",
           "result.retrans.client", "result.retrans.server", "result.drops.client", "result.drops.server",
-          "result.phase_ns.client.samples", "result.phase_ns.client.poll", "result.phase_ns.client.rx",
-          "result.phase_ns.client.timers", "result.phase_ns.client.output", "result.phase_ns.client.flush",
-          "result.phase_ns.client.rest", "result.phase_ns.server.samples", "result.phase_ns.server.rx", "cdf"})
+          "result.phase_ns.client.samples", "result.phase_ns.client.poll", "result.phase_ns.client.parse",
+          "result.phase_ns.client.tcp", "result.phase_ns.client.app", "result.phase_ns.client.timers", "result.phase_ns.client.output", "result.phase_ns.client.flush",
+          "result.phase_ns.client.rest", "result.phase_ns.server.samples", "result.phase_ns.server.parse", "cdf"})
         CHECK(j.keys.count(k) == 1);
     CHECK(j.scalars["knb"] == "1");
     CHECK(j.scalars["kind"] == "\"run\"");
@@ -424,10 +424,11 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
     CHECK(j.scalars["result.busy_us_per_rpc.server"] == "null");  // kernel: not known
     CHECK(j.scalars["result.phase_ns.client.samples"] == "4");
     CHECK(j.scalars["result.phase_ns.client.poll"] == "250");  // means per timed iteration
-    CHECK(j.scalars["result.phase_ns.client.rx"] == "500");
+    CHECK(j.scalars["result.phase_ns.client.parse"] == "500");
+    CHECK(j.scalars["result.phase_ns.client.tcp"] == "0");
     CHECK(j.scalars["result.phase_ns.client.flush"] == "0");
     CHECK(j.scalars["result.phase_ns.server.samples"] == "0");
-    CHECK(j.scalars["result.phase_ns.server.rx"] == "null");  // no mean of nothing
+    CHECK(j.scalars["result.phase_ns.server.parse"] == "null");  // no mean of nothing
     CHECK(j.scalars["config.loop"] == "\"closed\"");
     CHECK(j.scalars["config.cpus[]"] == "1");
     // The CDF: increasing latencies, a non-decreasing fraction ending at 1.
