@@ -11,8 +11,9 @@
 //              cpu_us_per_rpc:{client,server|null}, busy_us_per_rpc:{client|null,server|null} (crescent),
 //              retrans:{client,server|null}, drops:{client|null,server|null},
 //              phase_ns:{client|null,server|null} (crescent: {samples, poll, parse, tcp, app,
-//              timers, output, flush, rest}, the mean ns of each phase of the sampled RX iterations in the window,
-//              EngineStats::phase_ns; the phases are null when no iteration was sampled)},
+//              timers, output, flush, rest}, the mean ns of each phase of the sampled RX
+//              iterations in the window, EngineStats::phase_ns; the phases are null when no
+//              iteration was sampled)},
 //    "cdf":[[latency_us, cumulative_fraction], ...]}
 // A sweep writes {"knb":1,"kind":"sweep","bed":..,"runs":[<run documents>...]}.
 #pragma once

@@ -329,8 +329,7 @@ struct EngineStats {
     uint64_t phase_samples = 0;
 
     // Phase i's name (< kPhases): poll, parse, tcp, app, timers, output,
-    // flush, rest; its
-    // counter is `phase_<name>_ns` in for_each().
+    // flush, rest; its counter is `phase_<name>_ns` in for_each().
     static std::string_view phase_name(size_t i);
     // The wire layer's name of parse drop reason `i` (< kParseDrops);
     // its counter is `parse_<name>` in for_each(); "unknown" past the

@@ -125,7 +125,9 @@ void EngineImpl::rx_one(rte_mbuf* m, Instant now, bool zero_copy) {
 }
 
 // A parsed segment through TCP, then its events (in inline mode the
-// handlers): the phases parse | tcp | app of a timed iteration.
+// handlers): the phases parse | tcp | app of a timed iteration. A frame
+// dropped before TCP adds its time to the next boundary (the next frame's
+// parse, or the burst's app).
 void EngineImpl::deliver_segment(const wire::Frame& f, Slice payload, Instant now) {
     phases_.end(Phase::Parse);
     host_.on_segment(f.ip.src, f.ip.dst, f.ip.ecn, f.tcp, std::move(payload), now, act_);
