@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <string>
+#include <string_view>
 #include <tuple>
 
 #include "knb/report.hpp"
@@ -188,9 +190,14 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
 // Where a turn's time goes at each point: crescent's engines' sampled phase
 // means (EngineStats::phase_ns, from the run documents) beside the raw
 // reflector's own split of its loop. poll and flush are the device's part
-// (the reflector has the same two); parse + tcp + app + timers + output is
-// the stack's.
+// (the reflector has the same two), rest lies after the output left; the
+// phases between them are the stack's.
+namespace {
+bool stack_phase(std::string_view name) { return name != "poll" && name != "flush" && name != "rest"; }
+} // namespace
+
 void print_phases(const Sweep& sw, const Results& res) {
+    using crescent::EngineStats;
     bool header = false;
     for (const RawPoint& r : res.raws)
         for (const Point& p : res.points) {
@@ -202,18 +209,26 @@ void print_phases(const Sweep& sw, const Results& res) {
                 if (!m) continue;
                 if (!header) {
                     header = true;
+                    std::string stack;
+                    for (size_t i = 0; i < EngineStats::kPhases; ++i)
+                        if (stack_phase(EngineStats::phase_name(i)))
+                            stack += (stack.empty() ? "" : " + ") + std::string(EngineStats::phase_name(i));
                     std::printf("\n# where a turn's time goes (%s bed): mean ns of crescent's loop iterations that "
                                 "received frames, one in 64 timed (EngineStats::phase_ns); poll and flush are the "
-                                "device's part, stack = parse + tcp + app + timers + output\n", sw.bed.c_str());
-                    std::printf("%-6s %-4s %-3s | %-16s %-6s | %7s %7s %7s %7s %7s %7s %7s %7s | %7s\n", "size", "qd",
-                                "thr", "crescent", "side", "poll", "parse", "tcp", "app", "timers", "output", "flush",
-                                "rest", "stack");
+                                "device's part, stack = %s\n", sw.bed.c_str(), stack.c_str());
+                    std::printf("%-6s %-4s %-3s | %-16s %-6s |", "size", "qd", "thr", "crescent", "side");
+                    for (size_t i = 0; i < EngineStats::kPhases; ++i)
+                        std::printf(" %7s", std::string(EngineStats::phase_name(i)).c_str());
+                    std::printf(" | %7s\n", "stack");
                 }
-                const auto& v = *m;
-                std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %-6s | %7.0f %7.0f %7.0f %7.0f %7.0f "
-                            "%7.0f %7.0f %7.0f | %7.0f\n",
-                            p.size, p.iodepth, p.threads, variant(p).c_str(), side, v[0], v[1], v[2], v[3], v[4], v[5],
-                            v[6], v[7], v[1] + v[2] + v[3] + v[4] + v[5]);
+                std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %-6s |", p.size, p.iodepth, p.threads,
+                            variant(p).c_str(), side);
+                double stack_ns = 0;
+                for (size_t i = 0; i < EngineStats::kPhases; ++i) {
+                    std::printf(" %7.0f", (*m)[i]);
+                    if (stack_phase(EngineStats::phase_name(i))) stack_ns += (*m)[i];
+                }
+                std::printf(" | %7.0f\n", stack_ns);
             }
         }
     for (const std::string& l : res.raw_phases)
