@@ -53,6 +53,13 @@
 // document says stack kernel, and the plots would take it for kernel/busy),
 // and into a table beside the sweep's kernel/busy runs (sweep_report.cpp).
 //
+// --repeat N runs the whole grid N times in rounds (each variant's server and
+// points, the raw limit, the kernel-behind-XDP control, then again), so that
+// a shared machine's drift over minutes falls on every variant alike rather
+// than on whichever ran last. The tables then give each point's medians over
+// the rounds, and beside each ratio (and raw fraction) the range of the
+// rounds' own ones; the document says "repeat" and each run's "round".
+//
 // A failed point is reported and the grid goes on; the exit status is 1 if
 // any run (raw ones included) failed. Ctrl-C stops the current processes and
 // writes what ran.
@@ -106,6 +113,9 @@ const char* kUsage =
     "  --conns N            connections per thread pair (1)\n"
     "  --proto rpc|echo     (rpc)\n"
     "  --duration S --warmup S   per point (3, 1)\n"
+    "  --repeat N           the whole grid N times in rounds (1..100; 1), every variant once per round,\n"
+    "                       so a noisy machine's drift falls on all of them alike; the tables give\n"
+    "                       each point's medians over the rounds and the range of the per-round ratios\n"
     "  --server-cpus LIST --client-cpus LIST   pin each side (e.g. 0 and 1)\n"
     "  --out DIR            logs and per-run documents (a temporary directory)\n"
     "  --probe CMD          shell command run beside the first client of every crescent server\n"
@@ -228,6 +238,10 @@ bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
             std::vector<uint64_t> c;
             if (!number_list(v, 1, 256, &c) || c.size() != 1) return bad("a number in 1..256");
             sw->conns = unsigned(c[0]);
+        } else if (f == "--repeat") {
+            std::vector<uint64_t> n;
+            if (!number_list(v, 1, 100, &n) || n.size() != 1) return bad("a number of rounds in 1..100");
+            sw->repeat = unsigned(n[0]);
         } else if (f == "--proto") {
             if (!parse_proto(v, &sw->proto)) return bad("rpc or echo");
         } else if (f == "--duration" || f == "--warmup") {
@@ -373,30 +387,12 @@ public:
         }
         std::fprintf(stderr, "knb sweep: bed %s, logs and run documents in %s\n", sw.bed.c_str(), sw.out.c_str());
         print_sweep_header();
-        for (Stack st : sw.stacks) {
-            if (st == Stack::Kernel && sw.bed == "memif") {
-                std::fprintf(stderr, "knb sweep: kernel TCP has no memif device: kernel runs skipped on this bed\n");
-                continue;
-            }
-            const size_t variants = st == Stack::Crescent ? sw.modes.size() : sw.waits.size();
-            for (size_t v = 0; v < variants && !g_interrupted; ++v)
-                for (uint64_t t : sw.threads) {
-                    if (g_interrupted) break;
-                    Point base{st, st == Stack::Crescent ? sw.modes[v] : Mode::Copy,
-                               st == Stack::Kernel ? sw.waits[v] : Wait::Busy, t, 0, 0};
-                    run_server_and_clients(base);
-                }
+        if (sw.bed == "memif" && std::find(sw.stacks.begin(), sw.stacks.end(), Stack::Kernel) != sw.stacks.end())
+            std::fprintf(stderr, "knb sweep: kernel TCP has no memif device: kernel runs skipped on this bed\n");
+        for (round = 1; round <= sw.repeat && !g_interrupted; ++round) {
+            if (sw.repeat > 1) std::printf("# round %u of %u\n", round, sw.repeat);
+            run_round();
         }
-        if (sw.raw)
-            for (uint64_t t : sw.threads) {
-                if (g_interrupted) break;
-                run_raw(t);
-            }
-        if (sw.kernel_client)
-            for (uint64_t t : sw.threads) {
-                if (g_interrupted) break;
-                run_kernel_behind_xdp(t);
-            }
         write_document(sw, res);
         print_comparison(sw, res);
         print_raw_comparison(sw, res);
@@ -418,6 +414,34 @@ private:
     Sweep sw;
     Results res;
     unsigned serial = 0;
+    unsigned round = 1;  // of sw.repeat: every Point and RawPoint made is of this round
+
+    // The grid once: every stack variant's server and its points, then the
+    // raw limit and the kernel-behind-XDP control.
+    void run_round() {
+        for (Stack st : sw.stacks) {
+            if (st == Stack::Kernel && sw.bed == "memif") continue;
+            const size_t variants = st == Stack::Crescent ? sw.modes.size() : sw.waits.size();
+            for (size_t v = 0; v < variants && !g_interrupted; ++v)
+                for (uint64_t t : sw.threads) {
+                    if (g_interrupted) break;
+                    Point base{st, st == Stack::Crescent ? sw.modes[v] : Mode::Copy,
+                               st == Stack::Kernel ? sw.waits[v] : Wait::Busy, t, 0, 0};
+                    base.round = round;
+                    run_server_and_clients(base);
+                }
+        }
+        if (sw.raw)
+            for (uint64_t t : sw.threads) {
+                if (g_interrupted) break;
+                run_raw(t);
+            }
+        if (sw.kernel_client)
+            for (uint64_t t : sw.threads) {
+                if (g_interrupted) break;
+                run_kernel_behind_xdp(t);
+            }
+    }
 
     // The run rows' first column: wide enough for "kernel>crescent/inline".
     int vw() const { return sw.kernel_client ? 24 : 16; }
@@ -487,6 +511,9 @@ private:
         return cmd;
     }
 
+    // "-r2" in a log's name for round 2 of a --repeat sweep; "" without one.
+    std::string round_suffix() const { return sw.repeat > 1 ? "-r" + std::to_string(round) : ""; }
+
     std::string log_name(const std::string& what, const std::string& tag) const {
         std::string slug = tag;
         for (char& c : slug)
@@ -527,7 +554,7 @@ private:
 
     void run_server_and_clients(const Point& base) {
         const std::string tag = variant(base) + "/t" + std::to_string(base.threads);
-        const std::string slog = log_name("server", tag);
+        const std::string slog = log_name("server", tag + round_suffix());
         std::string why;
         pid_t srv = start_server(server_cmd(base), slog, tag, &why);
         const bool ready = srv > 0 && why.empty();
@@ -543,8 +570,10 @@ private:
     void run_kernel_behind_xdp(uint64_t threads) {
         Point holder{Stack::Crescent, Mode::Inline, Wait::Busy, threads, 0, 0};
         Point kernel{Stack::Kernel, Mode::Copy, Wait::Busy, threads, 0, 0};
+        kernel.round = round;
         const std::string tag = std::string(kKernelBehindXdp) + "/t" + std::to_string(threads);
-        const std::string hlog = log_name("server-xdp-holder", tag), slog = log_name("server", tag);
+        const std::string hlog = log_name("server-xdp-holder", tag + round_suffix()),
+                          slog = log_name("server", tag + round_suffix());
         std::string why;
         pid_t h = start_server(server_cmd(holder) + " --idle-sleep-us 10000", hlog, "steering holder (crescent)", &why);
         pid_t srv = -1;
@@ -611,7 +640,7 @@ private:
     // after it.
     void run_raw(uint64_t threads) {
         const std::string t = std::to_string(threads);
-        const std::string rlog = sw.out + "/raw-reflect-t" + t + ".log";
+        const std::string rlog = sw.out + "/raw-reflect-t" + t + round_suffix() + ".log";
         std::string why, log = rlog;
         int starts = 1;
         pid_t refl = start_reflector(threads, log, &why);
@@ -619,6 +648,7 @@ private:
             for (uint64_t qd : sw.iodepths) {
                 if (g_interrupted) break;
                 RawPoint r{size, qd, threads};
+                r.round = round;
                 r.frame_wanted = kRpcFrameOverhead + size;
                 if (sw.resp_size != 0) r.resp_frame = kRpcFrameOverhead + sw.resp_size;
                 r.raw_iodepth = qd * sw.conns * threads;
@@ -629,7 +659,7 @@ private:
                 }
                 int status = 0;
                 if (refl > 0 && waitpid(refl, &status, WNOHANG) == refl) {
-                    log = sw.out + "/raw-reflect-t" + t + "-" + std::to_string(++starts) + ".log";
+                    log = sw.out + "/raw-reflect-t" + t + round_suffix() + "-" + std::to_string(++starts) + ".log";
                     std::fprintf(stderr, "knb sweep: raw: the reflector has exited (%s); starting it again (logs: %s, "
                                  "%s)\n", describe_status(status).c_str(), rlog.c_str(), log.c_str());
                     refl = start_reflector(threads, log, &why);

@@ -47,6 +47,7 @@ struct Sweep {
     std::string server_args, client_args;
     bool raw = false;
     bool kernel_client = false;  // --kernel-client
+    unsigned repeat = 1;         // --repeat: rounds of the whole grid
     std::string raw_args;
 };
 
@@ -55,6 +56,7 @@ struct Point {
     Mode mode;
     Wait wait;
     uint64_t threads, size, iodepth;
+    unsigned round = 1;  // of Sweep::repeat
     bool ok = false;
     std::string error;
     std::string doc;  // the client's run document ("" when it wrote none)
@@ -67,6 +69,7 @@ struct Point {
 // One `knb raw ping` against the bed's reflector, for the RPC point (size, iodepth, threads).
 struct RawPoint {
     uint64_t size, iodepth, threads;
+    unsigned round = 1;          // of Sweep::repeat
     uint64_t frame_wanted = 0;   // the RPC request's frame
     uint64_t frame = 0;          // what ran (the bed's MTU + 14 when the request needs several)
     uint64_t frames = 1;         // frames per message each way

@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -25,6 +26,60 @@ std::string variant(const Point& p) {
     if (!p.served_by.empty()) return "kernel>" + p.served_by;
     return p.stack == Stack::Crescent ? "crescent/" + std::string(name(p.mode)) : "kernel/" + std::string(name(p.wait));
 }
+
+namespace {
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// A point's successful runs over the rounds of the sweep (--repeat; one
+// round without it), summarised by their medians.
+struct Runs {
+    std::vector<const Point*> ok;  // in the order they ran
+    double med(double Point::*f) const {
+        std::vector<double> v;
+        for (const Point* p : ok) v.push_back(p->*f);
+        return median(std::move(v));
+    }
+    const Point* in_round(unsigned r) const {
+        for (const Point* p : ok)
+            if (p->round == r) return p;
+        return nullptr;
+    }
+};
+
+// threads, size, iodepth, and the variant ("crescent/inline", "kernel/busy",
+// or for a --kernel-client run the server that served it).
+using Key = std::tuple<uint64_t, uint64_t, uint64_t, std::string>;
+
+// " | 1.93-2.05x in 5" (or "-" without a pair): the spread of a per-round
+// quotient, for the tables of a --repeat sweep.
+std::string round_range(const Sweep& sw, const std::function<std::optional<double>(unsigned)>& of, const char* unit) {
+    double lo = 0, hi = 0;
+    unsigned n = 0;
+    for (unsigned r = 1; r <= sw.repeat; ++r) {
+        const std::optional<double> x = of(r);
+        if (!x) continue;
+        lo = n ? std::min(lo, *x) : *x;
+        hi = n ? std::max(hi, *x) : *x;
+        ++n;
+    }
+    char buf[64] = "-";
+    if (n) std::snprintf(buf, sizeof buf, "%.2f-%.2f%s in %u", lo, hi, unit, n);
+    return buf;
+}
+
+std::string medians_note(const Sweep& sw) {
+    return sw.repeat > 1 ? "; each figure the median of " + std::to_string(sw.repeat) +
+                               " interleaved rounds, and the range of the rounds' own ratios"
+                         : "";
+}
+
+}  // namespace
 
 std::optional<double> json_number(const std::string& doc, const std::string& key, const std::string& after) {
     size_t from = after.empty() ? 0 : doc.find("\"" + after + "\":");
@@ -60,11 +115,17 @@ void write_document(const Sweep& sw, const Results& res) {
     std::snprintf(num, sizeof num, ",\"duration\":%g,\"warmup\":%g", sw.duration, sw.warmup);
     d += num;
     if (sw.resp_size != 0) d += ",\"resp_size\":" + std::to_string(sw.resp_size);
+    if (sw.repeat > 1) d += ",\"repeat\":" + std::to_string(sw.repeat);
+    // A --repeat sweep's run documents say their round.
+    auto doc_of = [&](const std::string& doc, unsigned round) {
+        if (sw.repeat == 1 || doc.empty() || doc[0] != '{') return doc;
+        return "{\"round\":" + std::to_string(round) + "," + doc.substr(1);
+    };
     d += ",\"runs\":[";
     bool first = true;
     for (const Point& p : res.points) {
         if (p.doc.empty() || !p.served_by.empty()) continue;
-        d += (first ? "" : ",\n") + p.doc;
+        d += (first ? "" : ",\n") + doc_of(p.doc, p.round);
         first = false;
     }
     d += "],\"failed\":[";
@@ -73,7 +134,8 @@ void write_document(const Sweep& sw, const Results& res) {
         if (p.ok) continue;
         d += std::string(first ? "" : ",") + "{\"variant\":\"" + json_escape(variant(p)) +
              "\",\"msg_size\":" + std::to_string(p.size) + ",\"iodepth\":" + std::to_string(p.iodepth) +
-             ",\"threads\":" + std::to_string(p.threads) + ",\"error\":\"" + json_escape(p.error) + "\"}";
+             ",\"threads\":" + std::to_string(p.threads) + ",\"round\":" + std::to_string(p.round) +
+             ",\"error\":\"" + json_escape(p.error) + "\"}";
         first = false;
     }
     if (sw.kernel_client) {
@@ -84,7 +146,7 @@ void write_document(const Sweep& sw, const Results& res) {
         for (const Point& p : res.points) {
             if (p.doc.empty() || p.served_by.empty()) continue;
             d += std::string(first ? "" : ",\n") + "{\"served_by\":\"" + json_escape(p.served_by) + "\",\"run\":" +
-                 p.doc + "}";
+                 doc_of(p.doc, p.round) + "}";
             first = false;
         }
     }
@@ -102,7 +164,8 @@ void write_document(const Sweep& sw, const Results& res) {
                  ",\"frame_wanted\":" + std::to_string(r.frame_wanted) +
                  ",\"resp_frame\":" + std::to_string(r.resp_frame) +
                  ",\"raw_iodepth\":" + std::to_string(r.raw_iodepth) + ",\"queues\":" +
-                 std::to_string(r.threads) + ",\"ok\":" + (r.ok ? "true" : "false") + ",\"error\":\"" +
+                 std::to_string(r.threads) + ",\"round\":" + std::to_string(r.round) +
+                 ",\"ok\":" + (r.ok ? "true" : "false") + ",\"error\":\"" +
                  json_escape(r.error) + "\",\"result\":" + (r.doc.empty() ? "null" : r.doc) + "}";
         }
         d += "]";
@@ -121,30 +184,42 @@ void print_comparison(const Sweep& sw, const Results& res) {
         if (std::find(v.begin(), v.end(), variant(p)) == v.end()) v.push_back(variant(p));
     }
     if (cres.empty() || kern.empty()) return;
-    std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, const Point*> at;
+    std::map<Key, Runs> at;
     for (const Point& p : res.points)
-        if (p.ok) at[{p.threads, p.size, p.iodepth, variant(p)}] = &p;
+        if (p.ok && p.served_by.empty()) at[{p.threads, p.size, p.iodepth, variant(p)}].ok.push_back(&p);
     std::printf("\n# crescent against kernel TCP, same bed, same knb, same parameters (%s, %g s per point after "
                 "%g s warm-up): RPC/s, p50/p99 us; ratio = crescent RPC/s / kernel RPC/s (p99: kernel / "
-                "crescent, > 1 = crescent lower)\n",
-                std::string(name(sw.proto)).c_str(), sw.duration, sw.warmup);
+                "crescent, > 1 = crescent lower)%s\n",
+                std::string(name(sw.proto)).c_str(), sw.duration, sw.warmup, medians_note(sw).c_str());
     for (const std::string& c : cres)
         for (const std::string& k : kern) {
-            std::printf("%-6s %-4s %-3s | %-14s %11s %7s %7s | %-14s %11s %7s %7s | %8s %8s\n", "size", "qd",
+            std::printf("%-6s %-4s %-3s | %-14s %11s %7s %7s | %-14s %11s %7s %7s | %8s %8s", "size", "qd",
                         "thr", c.c_str(), "RPC/s", "p50", "p99", k.c_str(), "RPC/s", "p50", "p99", "RPC/s x",
                         "p99 x");
+            if (sw.repeat > 1) std::printf(" | %s", "rounds' RPC/s x");
+            std::printf("\n");
             for (uint64_t t : sw.threads)
                 for (uint64_t size : sw.sizes)
                     for (uint64_t qd : sw.iodepths) {
                         auto a = at.find({t, size, qd, c});
                         auto b = at.find({t, size, qd, k});
                         if (a == at.end() || b == at.end()) continue;
-                        const Point& x = *a->second;
-                        const Point& y = *b->second;
+                        const Runs& x = a->second;
+                        const Runs& y = b->second;
+                        const double xr = x.med(&Point::rps), yr = y.med(&Point::rps);
+                        const double x99 = x.med(&Point::p99), y99 = y.med(&Point::p99);
                         std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-14s %11.0f %7.1f %7.1f | %-14s "
-                                    "%11.0f %7.1f %7.1f | %7.2fx %7.2fx\n",
-                                    size, qd, t, "", x.rps, x.p50, x.p99, "", y.rps, y.p50, y.p99,
-                                    y.rps > 0 ? x.rps / y.rps : 0.0, x.p99 > 0 ? y.p99 / x.p99 : 0.0);
+                                    "%11.0f %7.1f %7.1f | %7.2fx %7.2fx",
+                                    size, qd, t, "", xr, x.med(&Point::p50), x99, "", yr, y.med(&Point::p50), y99,
+                                    yr > 0 ? xr / yr : 0.0, x99 > 0 ? y99 / x99 : 0.0);
+                        if (sw.repeat > 1)
+                            std::printf(" | %s", round_range(sw, [&](unsigned n) -> std::optional<double> {
+                                                     const Point* u = x.in_round(n);
+                                                     const Point* v = y.in_round(n);
+                                                     if (!u || !v || v->rps <= 0) return std::nullopt;
+                                                     return u->rps / v->rps;
+                                                 }, "x").c_str());
+                        std::printf("\n");
                     }
         }
     std::fflush(stdout);
@@ -157,26 +232,56 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
     if (!sw.raw) return;
     std::printf("\n# crescent against the bed's raw limit (%s bed, %g s per point after %g s warm-up): crescent "
                 "RPC/s beside knb raw round trips/s of the frame(s) that carry the request, with iodepth x conns "
-                "x threads of them in flight per queue; fraction = RPC/s / round trips/s\n",
-                sw.bed.c_str(), sw.duration, sw.warmup);
-    std::printf("%-6s %-4s %-3s | %-16s %11s | %8s %6s %13s | %8s\n", "size", "qd", "thr", "crescent", "RPC/s",
+                "x threads of them in flight per queue; fraction = RPC/s / round trips/s%s\n",
+                sw.bed.c_str(), sw.duration, sw.warmup, medians_note(sw).c_str());
+    std::printf("%-6s %-4s %-3s | %-16s %11s | %8s %6s %13s | %8s", "size", "qd", "thr", "crescent", "RPC/s",
                 "frame", "raw-qd", "round trips/s", "fraction");
+    if (sw.repeat > 1) std::printf(" | %s", "rounds' fractions");
+    std::printf("\n");
     bool any_split = false;
-    for (const RawPoint& r : res.raws)
+    // Each raw point once (as its first round has it), against each crescent
+    // variant's runs at the same point.
+    for (const RawPoint& r : res.raws) {
+        if (r.round != 1) continue;
+        std::vector<const RawPoint*> raws;  // every round's
+        std::vector<double> raw_ok;
+        for (const RawPoint& q : res.raws)
+            if (q.size == r.size && q.iodepth == r.iodepth && q.threads == r.threads) {
+                raws.push_back(&q);
+                if (q.ok) raw_ok.push_back(q.rps);
+            }
+        const double raw_rps = median(raw_ok);
+        std::vector<std::string> variants;  // in the order they ran; one whose runs all failed too
+        std::map<std::string, Runs> runs;
         for (const Point& p : res.points) {
             if (p.stack != Stack::Crescent || !p.served_by.empty() || p.size != r.size || p.iodepth != r.iodepth ||
                 p.threads != r.threads)
                 continue;
+            if (std::find(variants.begin(), variants.end(), variant(p)) == variants.end())
+                variants.push_back(variant(p));
+            if (p.ok) runs[variant(p)].ok.push_back(&p);
+        }
+        for (const std::string& v : variants) {
+            const Runs& x = runs[v];
+            const double rps = x.med(&Point::rps);
             char crps[32] = "FAILED", rrps[32] = "FAILED", frac[32] = "-";
-            if (p.ok) std::snprintf(crps, sizeof crps, "%.0f", p.rps);
-            if (r.ok) std::snprintf(rrps, sizeof rrps, "%.0f", r.rps);
-            if (p.ok && r.ok && r.rps > 0) std::snprintf(frac, sizeof frac, "%.3f", p.rps / r.rps);
+            if (!x.ok.empty()) std::snprintf(crps, sizeof crps, "%.0f", rps);
+            if (!raw_ok.empty()) std::snprintf(rrps, sizeof rrps, "%.0f", raw_rps);
+            if (!x.ok.empty() && raw_rps > 0) std::snprintf(frac, sizeof frac, "%.3f", rps / raw_rps);
             const std::string frame = frame_label(r);
             any_split = any_split || r.frames > 1;
-            std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %11s | %8s %6" PRIu64 " %13s | %8s\n",
-                        r.size, r.iodepth, r.threads, variant(p).c_str(), crps, frame.c_str(), r.raw_iodepth, rrps,
-                        frac);
+            std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %11s | %8s %6" PRIu64 " %13s | %8s", r.size,
+                        r.iodepth, r.threads, v.c_str(), crps, frame.c_str(), r.raw_iodepth, rrps, frac);
+            if (sw.repeat > 1)
+                std::printf(" | %s", round_range(sw, [&](unsigned n) -> std::optional<double> {
+                                         const Point* u = x.in_round(n);
+                                         for (const RawPoint* q : raws)
+                                             if (u && q->round == n && q->ok && q->rps > 0) return u->rps / q->rps;
+                                         return std::nullopt;
+                                     }, "").c_str());
+            std::printf("\n");
         }
+    }
     if (any_split && sw.resp_size == 0)
         std::printf("xN: the request needs N frames of up to the bed's MTU + 14; the raw round trip is a message of "
                     "N frames each way, answered once all N are in\n");
@@ -198,15 +303,31 @@ bool stack_phase(std::string_view name) { return name != "poll" && name != "flus
 
 void print_phases(const Sweep& sw, const Results& res) {
     using crescent::EngineStats;
+    using Means = std::array<double, EngineStats::kPhases>;
     bool header = false;
-    for (const RawPoint& r : res.raws)
-        for (const Point& p : res.points) {
-            if (p.stack != Stack::Crescent || !p.served_by.empty() || !p.ok || p.size != r.size ||
-                p.iodepth != r.iodepth || p.threads != r.threads)
-                continue;
+    for (const RawPoint& r : res.raws) {
+        if (r.round != 1) continue;  // a point once; its rounds' means are averaged
+        std::vector<std::string> variants;
+        for (const Point& p : res.points)
+            if (p.stack == Stack::Crescent && p.served_by.empty() && p.ok && p.size == r.size &&
+                p.iodepth == r.iodepth && p.threads == r.threads &&
+                std::find(variants.begin(), variants.end(), variant(p)) == variants.end())
+                variants.push_back(variant(p));
+        for (const std::string& v : variants)
             for (const char* side : {"server", "client"}) {
-                const auto m = phase_means(p.doc, side);
-                if (!m) continue;
+                Means m{};
+                unsigned n = 0;
+                for (const Point& p : res.points) {
+                    if (p.stack != Stack::Crescent || !p.served_by.empty() || !p.ok || p.size != r.size ||
+                        p.iodepth != r.iodepth || p.threads != r.threads || variant(p) != v)
+                        continue;
+                    const std::optional<Means> x = phase_means(p.doc, side);
+                    if (!x) continue;
+                    for (size_t i = 0; i < m.size(); ++i) m[i] += (*x)[i];
+                    ++n;
+                }
+                if (n == 0) continue;
+                for (double& x : m) x /= n;
                 if (!header) {
                     header = true;
                     std::string stack;
@@ -214,23 +335,24 @@ void print_phases(const Sweep& sw, const Results& res) {
                         if (stack_phase(EngineStats::phase_name(i)))
                             stack += (stack.empty() ? "" : " + ") + std::string(EngineStats::phase_name(i));
                     std::printf("\n# where a turn's time goes (%s bed): mean ns of crescent's loop iterations that "
-                                "received frames, one in 64 timed (EngineStats::phase_ns); poll and flush are the "
-                                "device's part, stack = %s\n", sw.bed.c_str(), stack.c_str());
+                                "received frames, one in 64 timed (EngineStats::phase_ns%s); poll and flush are the "
+                                "device's part, stack = %s\n", sw.bed.c_str(),
+                                sw.repeat > 1 ? ", the rounds' means averaged" : "", stack.c_str());
                     std::printf("%-6s %-4s %-3s | %-16s %-6s |", "size", "qd", "thr", "crescent", "side");
                     for (size_t i = 0; i < EngineStats::kPhases; ++i)
                         std::printf(" %7s", std::string(EngineStats::phase_name(i)).c_str());
                     std::printf(" | %7s\n", "stack");
                 }
-                std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %-6s |", p.size, p.iodepth, p.threads,
-                            variant(p).c_str(), side);
+                std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %-6s |", r.size, r.iodepth, r.threads,
+                            v.c_str(), side);
                 double stack_ns = 0;
                 for (size_t i = 0; i < EngineStats::kPhases; ++i) {
-                    std::printf(" %7.0f", (*m)[i]);
-                    if (stack_phase(EngineStats::phase_name(i))) stack_ns += (*m)[i];
+                    std::printf(" %7.0f", m[i]);
+                    if (stack_phase(EngineStats::phase_name(i))) stack_ns += m[i];
                 }
                 std::printf(" | %7.0f\n", stack_ns);
             }
-        }
+    }
     for (const std::string& l : res.raw_phases)
         std::printf("raw reflector, %s, over all its points\n", l.c_str());
 }
@@ -240,12 +362,12 @@ void print_phases(const Sweep& sw, const Results& res) {
 // and by the busy kernel behind crescent's steering program.
 void print_kernel_client_comparison(const Sweep& sw, const Results& res) {
     if (!sw.kernel_client) return;
-    std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, const Point*> at;
+    std::map<Key, Runs> at;
     std::vector<std::string> servers;  // crescent variants, in the order they ran
     for (const Point& p : res.points) {
         if (p.served_by.empty() && !(p.stack == Stack::Kernel && p.wait == Wait::Busy)) continue;
         const std::string by = p.served_by.empty() ? variant(p) : p.served_by;
-        if (p.ok) at[{p.threads, p.size, p.iodepth, by}] = &p;
+        if (p.ok) at[{p.threads, p.size, p.iodepth, by}].ok.push_back(&p);
         // A variant whose runs all failed still gets its rows (FAILED cells).
         if (by.rfind("crescent/", 0) == 0 && std::find(servers.begin(), servers.end(), by) == servers.end())
             servers.push_back(by);
@@ -253,17 +375,18 @@ void print_kernel_client_comparison(const Sweep& sw, const Results& res) {
     std::printf("\n# a busy kernel client served by crescent against the same client served by the busy kernel "
                 "(%s, %g s per point after %g s warm-up): RPC/s and p99 us by server; %s = the kernel server on the same "
                 "veth while crescent's steering program is attached (XDP on the interface: the bed's cost for "
-                "kernel flows); ratios = crescent RPC/s / the other's\n",
-                std::string(name(sw.proto)).c_str(), sw.duration, sw.warmup, kKernelBehindXdp);
-    auto cell = [](const Point* p) {
+                "kernel flows); ratios = crescent RPC/s / the other's%s\n",
+                std::string(name(sw.proto)).c_str(), sw.duration, sw.warmup, kKernelBehindXdp,
+                sw.repeat > 1 ? ("; medians of " + std::to_string(sw.repeat) + " interleaved rounds").c_str() : "");
+    auto cell = [](const Runs* r) {
         char buf[40];
-        if (p) std::snprintf(buf, sizeof buf, "%19.0f %7.1f", p->rps, p->p99);
+        if (r) std::snprintf(buf, sizeof buf, "%19.0f %7.1f", r->med(&Point::rps), r->med(&Point::p99));
         else std::snprintf(buf, sizeof buf, "%19s %7s", "FAILED", "-");
         return std::string(buf);
     };
-    auto ratio = [](const Point* a, const Point* b) {
+    auto ratio = [](const Runs* a, const Runs* b) {
         char buf[16] = "-";
-        if (a && b && b->rps > 0) std::snprintf(buf, sizeof buf, "%.2fx", a->rps / b->rps);
+        if (a && b && b->med(&Point::rps) > 0) std::snprintf(buf, sizeof buf, "%.2fx", a->med(&Point::rps) / b->med(&Point::rps));
         return std::string(buf);
     };
     for (const std::string& c : servers) {
@@ -272,13 +395,13 @@ void print_kernel_client_comparison(const Sweep& sw, const Results& res) {
         for (uint64_t t : sw.threads)
             for (uint64_t size : sw.sizes)
                 for (uint64_t qd : sw.iodepths) {
-                    auto find = [&](const std::string& by) {
+                    auto find = [&](const std::string& by) -> const Runs* {
                         auto it = at.find({t, size, qd, by});
-                        return it == at.end() ? nullptr : it->second;
+                        return it == at.end() ? nullptr : &it->second;
                     };
-                    const Point* pc = find(c);
-                    const Point* pk = find("kernel/busy");
-                    const Point* px = find(kKernelBehindXdp);
+                    const Runs* pc = find(c);
+                    const Runs* pk = find("kernel/busy");
+                    const Runs* px = find(kKernelBehindXdp);
                     std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %s | %s | %s | %8s %8s\n", size, qd, t,
                                 cell(pc).c_str(), cell(pk).c_str(), cell(px).c_str(), ratio(pc, pk).c_str(),
                                 ratio(pc, px).c_str());

@@ -6,7 +6,7 @@ Usage: knb_test.py KNB KERNEL_ECHO CRESCENT_ECHO CASE
   KNB            the knb binary
   KERNEL_ECHO    examples/kernel-echo (an RFC 862 server knb did not write)
   CRESCENT_ECHO  examples/crescent-echo (the same over crescent)
-  CASE           crescent | kernel | echo | failures | sweep | kernel_client | badargs
+  CASE           crescent | kernel | echo | failures | sweep | kernel_client | repeat | badargs
 
 Every case but badargs builds its own bed with `tools/knb-bed up veth` under
 KNB_BED_NAME=kn<pid> (server in NAME-a 10.77.0.1, client in NAME-b 10.77.0.2) and always
@@ -36,6 +36,10 @@ timing threshold. Exit: 0 pass, 1 fail, 77 skip (not root).
             "kernel_client" array (not "runs", which the plots draw), labels
             kernel>crescent/inline and kernel>kernel/busy+xdp, every run sane, and the
             table row per point with both ratios.
+  repeat    knb sweep --repeat 2 (64 B, iodepth 1, crescent inline against kernel busy): the
+            grid twice, each run's document saying its round (two of each variant, one per
+            round), the raw limit once per round, and tables of medians with the range
+            of the rounds' own ratios and fractions.
   badargs   bad options: one line naming the problem, exit 2 (no root needed).
 """
 import glob
@@ -351,6 +355,29 @@ def case_kernel_client():
               f"the kernel-client table: a row per size with both ratios ({len(kc_rows)} rows)")
 
 
+def case_repeat():
+    with Bed():
+        r, d, _ = run_sweep("repeat", ["--stacks", "crescent,kernel", "--kernel-waits", "busy", "--sizes", "64",
+                                       "--iodepths", "1", "--repeat", "2", "--raw"])
+        check(d.get("repeat") == 2 and not d["failed"], f"the document says repeat 2, none failed ({d.get('repeat')})")
+        rounds = sorted((x["config"]["label"], x.get("round")) for x in d["runs"])
+        check(rounds == [("crescent/inline", 1), ("crescent/inline", 2), ("kernel/busy", 1), ("kernel/busy", 2)],
+              f"each variant ran once per round, and its document says which: {rounds}")
+        raw_rounds = sorted(x.get("round") for x in d["raw"])
+        check(raw_rounds == [1, 2] and all(x["ok"] for x in d["raw"]), f"the raw limit once per round: {raw_rounds}")
+        check("# round 1 of 2" in r.stdout and "# round 2 of 2" in r.stdout, "the run rows are headed by their round")
+        cmp_rows = [l for l in r.stdout.splitlines() if re.match(r"^64\s+1\s+1\s+\|\s+\d", l)]
+        check(len(cmp_rows) == 1 and re.search(r"\d+\.\d\dx\s+\d+\.\d\dx \| \d+\.\d\d-\d+\.\d\dx in 2$",
+                                                cmp_rows[0]),
+              f"one comparison row: the medians' ratios and the two rounds' range: {cmp_rows}")
+        med = sorted(x["result"]["rps"] for x in d["runs"] if x["config"]["label"] == "crescent/inline")
+        shown = float(cmp_rows[0].split("|")[1].split()[0]) if cmp_rows else -1
+        check(abs(shown - sum(med) / 2) <= 1, f"the crescent figure is the median of its rounds: {shown} of {med}")
+        raw_rows = [l for l in r.stdout.splitlines() if re.match(r"^64\s+1\s+1\s+\|\s+crescent/inline\s+\d", l)]
+        check(len(raw_rows) == 1 and re.search(r"\| +\d\.\d{3} \| \d\.\d\d-\d\.\d\d in 2$", raw_rows[0]),
+              f"one raw row: the fraction of medians and the rounds' range: {raw_rows}")
+
+
 def case_badargs():
     cases = [
         (["client", "--stack", "kernel"], "knb client: client: --server IP is required"),
@@ -361,6 +388,8 @@ def case_badargs():
         (["sweep", "--json", "/tmp/x.json"], "knb sweep: give --bed veth or --bed memif"),
         (["sweep", "--bed", "veth", "--json", "/tmp/x", "--sizes", "64,,4096"],
          "knb sweep: --sizes: '64,,4096' is not a list of sizes in 1..1048576"),
+        (["sweep", "--bed", "veth", "--json", "/tmp/x", "--repeat", "0"],
+         "knb sweep: --repeat: '0' is not a number of rounds in 1..100"),
         (["sweep", "--bed", "memif", "--json", "/tmp/x", "--kernel-client"],
          "knb sweep: --kernel-client needs --bed veth: kernel TCP has no memif device"),
         (["sweep", "--bed", "veth", "--json", "/tmp/x", "--kernel-client", "--kernel-waits", "block"],
@@ -379,7 +408,8 @@ def case_badargs():
 
 
 CASES = {"crescent": case_crescent, "kernel": case_kernel, "echo": case_echo, "failures": case_failures,
-         "sweep": case_sweep, "kernel_client": case_kernel_client, "badargs": case_badargs}
+         "sweep": case_sweep, "kernel_client": case_kernel_client, "repeat": case_repeat,
+         "badargs": case_badargs}
 
 
 def main():

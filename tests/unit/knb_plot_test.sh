@@ -68,7 +68,35 @@ for f in throughput_vs_size throughput_vs_iodepth zero_copy_vs_copy latency_vs_s
 done
 [ "$(wc -l <"$tmp/err")" -eq 4 ] && ok || fail "one run: stderr has $(wc -l <"$tmp/err") lines (want 4): $(cat "$tmp/err")"
 
-# 3. Bad input: exit 2, one stderr line naming the file, nothing written.
+# 3. Rounds (knb sweep --repeat): every run three times. Saying their round, a point's
+#    runs are its rounds (the median drawn, no note); without, they are duplicates
+#    (the later drawn, one note on stderr).
+for kind in rounds dups; do
+  "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = []
+for r in range(1, 4):
+    for x in d["runs"]:
+        y = json.loads(json.dumps(x))
+        y["result"]["rps"] = x["result"]["rps"] * r
+        if sys.argv[3] == "rounds":
+            y = {"round": r, **y}
+        runs.append(y)
+d["runs"] = runs
+json.dump(d, open(sys.argv[2], "w"))' "$sweep" "$tmp/$kind.json" "$kind"
+  run --out "$tmp/$kind" "$tmp/$kind.json"
+  [ "$rc" -eq 0 ] && ok || fail "$kind: exit $rc (want 0); stderr: $(cat "$tmp/err")"
+  check_png "$tmp/$kind/throughput_vs_size.png"
+  if [ "$kind" = rounds ]; then
+    [ ! -s "$tmp/err" ] && ok || fail "rounds: unexpected stderr: $(cat "$tmp/err")"
+  else
+    grep -q "duplicate point(s) (same variant, size, iodepth): the later run is drawn" "$tmp/err" && ok ||
+      fail "dups: no duplicate note: $(cat "$tmp/err")"
+  fi
+done
+
+# 4. Bad input: exit 2, one stderr line naming the file, nothing written.
 printf '{"knb":1,"kind":"sweep","runs":[' >"$tmp/trunc.json"
 printf '{"hello":"world"}\n' >"$tmp/other.json"
 printf '{"knb":1,"kind":"run","config":{"stack":"crescent"},"result":{"ok":true}}\n' >"$tmp/norun.json"
