@@ -39,7 +39,9 @@
 // "frame":..,"frames":..,"frame_wanted":..,"raw_iodepth":..,"queues":..,
 // "ok":..,"error":..,"result":<knb raw ping JSON>|null}) and the end-of-sweep
 // table a section "crescent against the bed's raw limit" (crescent RPC/s /
-// raw round trips/s).
+// raw round trips/s) and, with kernel variants in the grid, "the bed's
+// ceiling over the kernel" (raw round trips/s / kernel RPC/s: the largest
+// crescent-to-kernel ratio the bed allows at that point).
 //
 // --kernel-client (veth) answers the issue's "a kernel client is never
 // served slower by crescent than by the kernel": against every crescent
@@ -681,7 +683,8 @@ private:
             const size_t at = text.find("sampled (1 in ");
             const size_t from = at == std::string::npos ? at : text.find("poll ", at);
             if (from != std::string::npos)
-                res.raw_phases.push_back(t + " queue(s): " + text.substr(from, text.find('\n', from) - from));
+                res.raw_phases.push_back((sw.repeat > 1 ? "round " + std::to_string(round) + ", " : std::string()) + t +
+                                         " queue(s): " + text.substr(from, text.find('\n', from) - from));
         }
     }
 

@@ -227,6 +227,64 @@ void print_comparison(const Sweep& sw, const Results& res) {
 
 void print_phases(const Sweep& sw, const Results& res);
 
+// --raw beside kernel variants: the bed's raw round trips/s over each kernel
+// variant's RPC/s at the same point. crescent sends the request's frames
+// (the raw message's) and answers once all are in, so it cannot beat the
+// raw limit, and no ratio of crescent to that kernel variant above this one
+// is reachable on this bed at that point (the kernel itself is not held to
+// it: its GSO sends a 4 KiB message as one super-packet through veth).
+void print_ceiling(const Sweep& sw, const Results& res) {
+    std::vector<std::string> kern;
+    std::map<Key, Runs> at;
+    for (const Point& p : res.points) {
+        if (p.stack != Stack::Kernel || !p.served_by.empty()) continue;
+        if (std::find(kern.begin(), kern.end(), variant(p)) == kern.end()) kern.push_back(variant(p));
+        if (p.ok) at[{p.threads, p.size, p.iodepth, variant(p)}].ok.push_back(&p);
+    }
+    if (kern.empty()) return;
+    bool header = false;
+    for (const RawPoint& r : res.raws) {
+        if (r.round != 1) continue;
+        std::vector<const RawPoint*> raws;
+        std::vector<double> raw_ok;
+        for (const RawPoint& q : res.raws)
+            if (q.size == r.size && q.iodepth == r.iodepth && q.threads == r.threads) {
+                raws.push_back(&q);
+                if (q.ok) raw_ok.push_back(q.rps);
+            }
+        if (raw_ok.empty()) continue;
+        const double raw_rps = median(raw_ok);
+        for (const std::string& k : kern) {
+            auto it = at.find({r.threads, r.size, r.iodepth, k});
+            if (it == at.end()) continue;
+            const Runs& y = it->second;
+            const double krps = y.med(&Point::rps);
+            if (krps <= 0) continue;
+            if (!header) {
+                header = true;
+                std::printf("\n# the bed's ceiling over the kernel: knb raw round trips/s / kernel RPC/s at the same "
+                            "point, the most crescent (which sends the raw message's frames) can reach over that "
+                            "kernel on this bed%s\n", sw.repeat > 1 ? "; medians, and the rounds' own range" : "");
+                std::printf("%-6s %-4s %-3s | %8s %13s | %-14s %11s | %8s", "size", "qd", "thr", "frame",
+                            "round trips/s", "kernel", "RPC/s", "ceiling");
+                if (sw.repeat > 1) std::printf(" | %s", "rounds' ceilings");
+                std::printf("\n");
+            }
+            const std::string frame = frame_label(r);
+            std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %8s %13.0f | %-14s %11.0f | %7.2fx", r.size,
+                        r.iodepth, r.threads, frame.c_str(), raw_rps, k.c_str(), krps, raw_rps / krps);
+            if (sw.repeat > 1)
+                std::printf(" | %s", round_range(sw, [&](unsigned n) -> std::optional<double> {
+                                         const Point* v = y.in_round(n);
+                                         for (const RawPoint* q : raws)
+                                             if (v && v->rps > 0 && q->round == n && q->ok) return q->rps / v->rps;
+                                         return std::nullopt;
+                                     }, "x").c_str());
+            std::printf("\n");
+        }
+    }
+}
+
 // Each crescent variant against the raw limit at the same point.
 void print_raw_comparison(const Sweep& sw, const Results& res) {
     if (!sw.raw) return;
@@ -288,6 +346,7 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
     if (sw.resp_size != 0)
         std::printf("xN/R: the request's N frame(s) of up to the bed's MTU + 14 one way, answered once all are in "
                     "by one frame of R bytes (--resp-size %" PRIu64 ")\n", sw.resp_size);
+    print_ceiling(sw, res);
     print_phases(sw, res);
     std::fflush(stdout);
 }

@@ -39,7 +39,7 @@ timing threshold. Exit: 0 pass, 1 fail, 77 skip (not root).
   repeat    knb sweep --repeat 2 (64 B, iodepth 1, crescent inline against kernel busy): the
             grid twice, each run's document saying its round (two of each variant, one per
             round), the raw limit once per round, and tables of medians with the range
-            of the rounds' own ratios and fractions.
+            of the rounds' own ratios, fractions and ceilings (raw over the kernel).
   badargs   bad options: one line naming the problem, exit 2 (no root needed).
 """
 import glob
@@ -366,7 +366,7 @@ def case_repeat():
         raw_rounds = sorted(x.get("round") for x in d["raw"])
         check(raw_rounds == [1, 2] and all(x["ok"] for x in d["raw"]), f"the raw limit once per round: {raw_rounds}")
         check("# round 1 of 2" in r.stdout and "# round 2 of 2" in r.stdout, "the run rows are headed by their round")
-        cmp_rows = [l for l in r.stdout.splitlines() if re.match(r"^64\s+1\s+1\s+\|\s+\d", l)]
+        cmp_rows = [l for l in r.stdout.splitlines() if re.match(r"^64\s+1\s+1\s+\|\s+\d+\s+\d+\.\d\s+\d+\.\d\s+\|", l)]
         check(len(cmp_rows) == 1 and re.search(r"\d+\.\d\dx\s+\d+\.\d\dx \| \d+\.\d\d-\d+\.\d\dx in 2$",
                                                 cmp_rows[0]),
               f"one comparison row: the medians' ratios and the two rounds' range: {cmp_rows}")
@@ -376,6 +376,9 @@ def case_repeat():
         raw_rows = [l for l in r.stdout.splitlines() if re.match(r"^64\s+1\s+1\s+\|\s+crescent/inline\s+\d", l)]
         check(len(raw_rows) == 1 and re.search(r"\| +\d\.\d{3} \| \d\.\d\d-\d\.\d\d in 2$", raw_rows[0]),
               f"one raw row: the fraction of medians and the rounds' range: {raw_rows}")
+        ceil_rows = [l for l in r.stdout.splitlines() if re.match(r"^64\s+1\s+1\s+\|\s+166\s+\d+ \| kernel/busy\s+\d+ \|", l)]
+        check(len(ceil_rows) == 1 and re.search(r"\|\s+\d+\.\d\dx \| \d+\.\d\d-\d+\.\d\dx in 2$", ceil_rows[0]),
+              f"one ceiling row (raw round trips/s over the busy kernel's RPC/s), with the rounds' range: {ceil_rows}")
 
 
 def case_badargs():
