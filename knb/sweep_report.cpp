@@ -4,7 +4,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -50,22 +49,46 @@ struct Runs {
             if (p->round == r) return p;
         return nullptr;
     }
+    double rps_in(unsigned r) const {  // 0: none in round r
+        const Point* p = in_round(r);
+        return p ? p->rps : 0;
+    }
+};
+
+// The same for the raw limit at a point: every round's successful ping.
+struct RawRuns {
+    std::vector<const RawPoint*> ok;
+    RawRuns(const Results& res, const RawPoint& at) {
+        for (const RawPoint& q : res.raws)
+            if (q.ok && q.size == at.size && q.iodepth == at.iodepth && q.threads == at.threads) ok.push_back(&q);
+    }
+    double rps() const {
+        std::vector<double> v;
+        for (const RawPoint* q : ok) v.push_back(q->rps);
+        return median(std::move(v));
+    }
+    double rps_in(unsigned r) const {
+        for (const RawPoint* q : ok)
+            if (q->round == r) return q->rps;
+        return 0;
+    }
 };
 
 // threads, size, iodepth, and the variant ("crescent/inline", "kernel/busy",
 // or for a --kernel-client run the server that served it).
 using Key = std::tuple<uint64_t, uint64_t, uint64_t, std::string>;
 
-// " | 1.93-2.05x in 5" (or "-" without a pair): the spread of a per-round
-// quotient, for the tables of a --repeat sweep.
-std::string round_range(const Sweep& sw, const std::function<std::optional<double>(unsigned)>& of, const char* unit) {
+// "1.55-1.77x in 5": the range over the rounds of a's RPC/s (or round
+// trips/s) over b's, where both ran in the round; "-" where they never did.
+template <class A, class B>
+std::string rounds_ratio(const Sweep& sw, const A& a, const B& b, const char* unit) {
     double lo = 0, hi = 0;
     unsigned n = 0;
     for (unsigned r = 1; r <= sw.repeat; ++r) {
-        const std::optional<double> x = of(r);
-        if (!x) continue;
-        lo = n ? std::min(lo, *x) : *x;
-        hi = n ? std::max(hi, *x) : *x;
+        const double x = a.rps_in(r), y = b.rps_in(r);
+        if (x <= 0 || y <= 0) continue;
+        lo = n ? std::min(lo, x / y) : x / y;
+        hi = n ? std::max(hi, x / y) : x / y;
         ++n;
     }
     char buf[64] = "-";
@@ -212,13 +235,7 @@ void print_comparison(const Sweep& sw, const Results& res) {
                                     "%11.0f %7.1f %7.1f | %7.2fx %7.2fx",
                                     size, qd, t, "", xr, x.med(&Point::p50), x99, "", yr, y.med(&Point::p50), y99,
                                     yr > 0 ? xr / yr : 0.0, x99 > 0 ? y99 / x99 : 0.0);
-                        if (sw.repeat > 1)
-                            std::printf(" | %s", round_range(sw, [&](unsigned n) -> std::optional<double> {
-                                                     const Point* u = x.in_round(n);
-                                                     const Point* v = y.in_round(n);
-                                                     if (!u || !v || v->rps <= 0) return std::nullopt;
-                                                     return u->rps / v->rps;
-                                                 }, "x").c_str());
+                        if (sw.repeat > 1) std::printf(" | %s", rounds_ratio(sw, x, y, "x").c_str());
                         std::printf("\n");
                     }
         }
@@ -245,15 +262,9 @@ void print_ceiling(const Sweep& sw, const Results& res) {
     bool header = false;
     for (const RawPoint& r : res.raws) {
         if (r.round != 1) continue;
-        std::vector<const RawPoint*> raws;
-        std::vector<double> raw_ok;
-        for (const RawPoint& q : res.raws)
-            if (q.size == r.size && q.iodepth == r.iodepth && q.threads == r.threads) {
-                raws.push_back(&q);
-                if (q.ok) raw_ok.push_back(q.rps);
-            }
-        if (raw_ok.empty()) continue;
-        const double raw_rps = median(raw_ok);
+        const RawRuns raw(res, r);
+        if (raw.ok.empty()) continue;
+        const double raw_rps = raw.rps();
         for (const std::string& k : kern) {
             auto it = at.find({r.threads, r.size, r.iodepth, k});
             if (it == at.end()) continue;
@@ -273,13 +284,7 @@ void print_ceiling(const Sweep& sw, const Results& res) {
             const std::string frame = frame_label(r);
             std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %8s %13.0f | %-14s %11.0f | %7.2fx", r.size,
                         r.iodepth, r.threads, frame.c_str(), raw_rps, k.c_str(), krps, raw_rps / krps);
-            if (sw.repeat > 1)
-                std::printf(" | %s", round_range(sw, [&](unsigned n) -> std::optional<double> {
-                                         const Point* v = y.in_round(n);
-                                         for (const RawPoint* q : raws)
-                                             if (v && v->rps > 0 && q->round == n && q->ok) return q->rps / v->rps;
-                                         return std::nullopt;
-                                     }, "x").c_str());
+            if (sw.repeat > 1) std::printf(" | %s", rounds_ratio(sw, raw, y, "x").c_str());
             std::printf("\n");
         }
     }
@@ -301,14 +306,8 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
     // variant's runs at the same point.
     for (const RawPoint& r : res.raws) {
         if (r.round != 1) continue;
-        std::vector<const RawPoint*> raws;  // every round's
-        std::vector<double> raw_ok;
-        for (const RawPoint& q : res.raws)
-            if (q.size == r.size && q.iodepth == r.iodepth && q.threads == r.threads) {
-                raws.push_back(&q);
-                if (q.ok) raw_ok.push_back(q.rps);
-            }
-        const double raw_rps = median(raw_ok);
+        const RawRuns raw(res, r);
+        const double raw_rps = raw.rps();
         std::vector<std::string> variants;  // in the order they ran; one whose runs all failed too
         std::map<std::string, Runs> runs;
         for (const Point& p : res.points) {
@@ -324,19 +323,13 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
             const double rps = x.med(&Point::rps);
             char crps[32] = "FAILED", rrps[32] = "FAILED", frac[32] = "-";
             if (!x.ok.empty()) std::snprintf(crps, sizeof crps, "%.0f", rps);
-            if (!raw_ok.empty()) std::snprintf(rrps, sizeof rrps, "%.0f", raw_rps);
+            if (!raw.ok.empty()) std::snprintf(rrps, sizeof rrps, "%.0f", raw_rps);
             if (!x.ok.empty() && raw_rps > 0) std::snprintf(frac, sizeof frac, "%.3f", rps / raw_rps);
             const std::string frame = frame_label(r);
             any_split = any_split || r.frames > 1;
             std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %11s | %8s %6" PRIu64 " %13s | %8s", r.size,
                         r.iodepth, r.threads, v.c_str(), crps, frame.c_str(), r.raw_iodepth, rrps, frac);
-            if (sw.repeat > 1)
-                std::printf(" | %s", round_range(sw, [&](unsigned n) -> std::optional<double> {
-                                         const Point* u = x.in_round(n);
-                                         for (const RawPoint* q : raws)
-                                             if (u && q->round == n && q->ok && q->rps > 0) return u->rps / q->rps;
-                                         return std::nullopt;
-                                     }, "").c_str());
+            if (sw.repeat > 1) std::printf(" | %s", rounds_ratio(sw, x, raw, "").c_str());
             std::printf("\n");
         }
     }
