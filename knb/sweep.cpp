@@ -416,7 +416,7 @@ private:
     Sweep sw;
     Results res;
     unsigned serial = 0;
-    unsigned round = 1;  // of sw.repeat: every Point and RawPoint made is of this round
+    unsigned round = 1;  // of sw.repeat: finish() and finish_raw() stamp it on what they record
 
     // The grid once: every stack variant's server and its points, then the
     // raw limit and the kernel-behind-XDP control.
@@ -429,7 +429,6 @@ private:
                     if (g_interrupted) break;
                     Point base{st, st == Stack::Crescent ? sw.modes[v] : Mode::Copy,
                                st == Stack::Kernel ? sw.waits[v] : Wait::Busy, t, 0, 0};
-                    base.round = round;
                     run_server_and_clients(base);
                 }
         }
@@ -572,7 +571,6 @@ private:
     void run_kernel_behind_xdp(uint64_t threads) {
         Point holder{Stack::Crescent, Mode::Inline, Wait::Busy, threads, 0, 0};
         Point kernel{Stack::Kernel, Mode::Copy, Wait::Busy, threads, 0, 0};
-        kernel.round = round;
         const std::string tag = std::string(kKernelBehindXdp) + "/t" + std::to_string(threads);
         const std::string hlog = log_name("server-xdp-holder", tag + round_suffix()),
                           slog = log_name("server", tag + round_suffix());
@@ -650,7 +648,6 @@ private:
             for (uint64_t qd : sw.iodepths) {
                 if (g_interrupted) break;
                 RawPoint r{size, qd, threads};
-                r.round = round;
                 r.frame_wanted = kRpcFrameOverhead + size;
                 if (sw.resp_size != 0) r.resp_frame = kRpcFrameOverhead + sw.resp_size;
                 r.raw_iodepth = qd * sw.conns * threads;
@@ -756,6 +753,7 @@ private:
     }
 
     void finish_raw(RawPoint r) {
+        r.round = round;
         auto num = [&](const char* key) { return json_number(r.doc, key); };
         if (!r.doc.empty()) {
             r.rps = num("rps").value_or(0);
@@ -790,6 +788,7 @@ private:
     }
 
     void finish(Point p) {
+        p.round = round;
         auto num = [&](const char* key, const char* within) { return json_number(p.doc, key, within); };
         if (!p.doc.empty()) {
             p.rps = num("rps", "result").value_or(0);

@@ -74,10 +74,6 @@ struct RawRuns {
     }
 };
 
-// threads, size, iodepth, and the variant ("crescent/inline", "kernel/busy",
-// or for a --kernel-client run the server that served it).
-using Key = std::tuple<uint64_t, uint64_t, uint64_t, std::string>;
-
 // "1.55-1.77x in 5": the range over the rounds of a's RPC/s (or round
 // trips/s) over b's, where both ran in the round; "-" where they never did.
 template <class A, class B>
@@ -94,6 +90,44 @@ std::string rounds_ratio(const Sweep& sw, const A& a, const B& b, const char* un
     char buf[64] = "-";
     if (n) std::snprintf(buf, sizeof buf, "%.2f-%.2f%s in %u", lo, hi, unit, n);
     return buf;
+}
+
+// threads, size, iodepth, and variant(p) ("crescent/inline", "kernel/busy",
+// "kernel>crescent/inline" for a --kernel-client run).
+using Key = std::tuple<uint64_t, uint64_t, uint64_t, std::string>;
+
+// Every successful run of the sweep by point and variant, each point's rounds
+// together: what every table reads.
+class RunIndex {
+public:
+    explicit RunIndex(const Results& res) {
+        for (const Point& p : res.points)
+            if (p.ok) at_[{p.threads, p.size, p.iodepth, variant(p)}].ok.push_back(&p);
+    }
+    // nullptr when no run of `v` succeeded at the point.
+    const Runs* find(uint64_t threads, uint64_t size, uint64_t iodepth, const std::string& v) const {
+        auto it = at_.find({threads, size, iodepth, v});
+        return it == at_.end() ? nullptr : &it->second;
+    }
+    const Runs* find(const RawPoint& r, const std::string& v) const { return find(r.threads, r.size, r.iodepth, v); }
+
+private:
+    std::map<Key, Runs> at_;
+};
+
+// The variants of the runs that `keep` accepts, in the order they first ran
+// (failed runs count: a variant whose runs all failed still gets its rows).
+template <class F>
+std::vector<std::string> variants_of(const Results& res, F keep) {
+    std::vector<std::string> v;
+    for (const Point& p : res.points)
+        if (keep(p) && std::find(v.begin(), v.end(), variant(p)) == v.end()) v.push_back(variant(p));
+    return v;
+}
+bool is_crescent(const Point& p) { return p.stack == Stack::Crescent && p.served_by.empty(); }
+bool is_kernel(const Point& p) { return p.stack == Stack::Kernel && p.served_by.empty(); }
+bool at_point(const Point& p, const RawPoint& r) {
+    return p.size == r.size && p.iodepth == r.iodepth && p.threads == r.threads;
 }
 
 std::string medians_note(const Sweep& sw) {
@@ -116,7 +150,8 @@ std::optional<double> json_number(const std::string& doc, const std::string& key
     return d;
 }
 
-std::optional<std::array<double, crescent::EngineStats::kPhases>> phase_means(const std::string& doc, const std::string& side) {
+std::optional<std::array<double, crescent::EngineStats::kPhases>> phase_means(const std::string& doc,
+                                                                              const std::string& side) {
     const size_t at = doc.find("\"phase_ns\":{");
     if (at == std::string::npos) return std::nullopt;
     const size_t from = doc.find("\"" + side + "\":{", at);  // a side without phases is "side":null
@@ -200,16 +235,9 @@ void write_document(const Sweep& sw, const Results& res) {
 
 // Each crescent variant against each kernel variant at the same point.
 void print_comparison(const Sweep& sw, const Results& res) {
-    std::vector<std::string> cres, kern;
-    for (const Point& p : res.points) {
-        if (!p.served_by.empty()) continue;  // print_kernel_client_comparison()
-        auto& v = p.stack == Stack::Crescent ? cres : kern;
-        if (std::find(v.begin(), v.end(), variant(p)) == v.end()) v.push_back(variant(p));
-    }
+    const std::vector<std::string> cres = variants_of(res, is_crescent), kern = variants_of(res, is_kernel);
     if (cres.empty() || kern.empty()) return;
-    std::map<Key, Runs> at;
-    for (const Point& p : res.points)
-        if (p.ok && p.served_by.empty()) at[{p.threads, p.size, p.iodepth, variant(p)}].ok.push_back(&p);
+    const RunIndex idx(res);
     std::printf("\n# crescent against kernel TCP, same bed, same knb, same parameters (%s, %g s per point after "
                 "%g s warm-up): RPC/s, p50/p99 us; ratio = crescent RPC/s / kernel RPC/s (p99: kernel / "
                 "crescent, > 1 = crescent lower)%s\n",
@@ -224,25 +252,23 @@ void print_comparison(const Sweep& sw, const Results& res) {
             for (uint64_t t : sw.threads)
                 for (uint64_t size : sw.sizes)
                     for (uint64_t qd : sw.iodepths) {
-                        auto a = at.find({t, size, qd, c});
-                        auto b = at.find({t, size, qd, k});
-                        if (a == at.end() || b == at.end()) continue;
-                        const Runs& x = a->second;
-                        const Runs& y = b->second;
-                        const double xr = x.med(&Point::rps), yr = y.med(&Point::rps);
-                        const double x99 = x.med(&Point::p99), y99 = y.med(&Point::p99);
+                        const Runs* x = idx.find(t, size, qd, c);
+                        const Runs* y = idx.find(t, size, qd, k);
+                        if (!x || !y) continue;
+                        const double xr = x->med(&Point::rps), yr = y->med(&Point::rps);
+                        const double x99 = x->med(&Point::p99), y99 = y->med(&Point::p99);
                         std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-14s %11.0f %7.1f %7.1f | %-14s "
                                     "%11.0f %7.1f %7.1f | %7.2fx %7.2fx",
-                                    size, qd, t, "", xr, x.med(&Point::p50), x99, "", yr, y.med(&Point::p50), y99,
+                                    size, qd, t, "", xr, x->med(&Point::p50), x99, "", yr, y->med(&Point::p50), y99,
                                     yr > 0 ? xr / yr : 0.0, x99 > 0 ? y99 / x99 : 0.0);
-                        if (sw.repeat > 1) std::printf(" | %s", rounds_ratio(sw, x, y, "x").c_str());
+                        if (sw.repeat > 1) std::printf(" | %s", rounds_ratio(sw, *x, *y, "x").c_str());
                         std::printf("\n");
                     }
         }
     std::fflush(stdout);
 }
 
-void print_phases(const Sweep& sw, const Results& res);
+void print_phases(const Sweep& sw, const Results& res, const RunIndex& idx);
 
 // --raw beside kernel variants: the bed's raw round trips/s over each kernel
 // variant's RPC/s at the same point. crescent sends the request's frames
@@ -250,26 +276,17 @@ void print_phases(const Sweep& sw, const Results& res);
 // raw limit, and no ratio of crescent to that kernel variant above this one
 // is reachable on this bed at that point (the kernel itself is not held to
 // it: its GSO sends a 4 KiB message as one super-packet through veth).
-void print_ceiling(const Sweep& sw, const Results& res) {
-    std::vector<std::string> kern;
-    std::map<Key, Runs> at;
-    for (const Point& p : res.points) {
-        if (p.stack != Stack::Kernel || !p.served_by.empty()) continue;
-        if (std::find(kern.begin(), kern.end(), variant(p)) == kern.end()) kern.push_back(variant(p));
-        if (p.ok) at[{p.threads, p.size, p.iodepth, variant(p)}].ok.push_back(&p);
-    }
-    if (kern.empty()) return;
+void print_ceiling(const Sweep& sw, const Results& res, const RunIndex& idx) {
+    const std::vector<std::string> kern = variants_of(res, is_kernel);
     bool header = false;
     for (const RawPoint& r : res.raws) {
-        if (r.round != 1) continue;
+        if (r.round != 1) continue;  // each point once, its rounds together
         const RawRuns raw(res, r);
         if (raw.ok.empty()) continue;
         const double raw_rps = raw.rps();
         for (const std::string& k : kern) {
-            auto it = at.find({r.threads, r.size, r.iodepth, k});
-            if (it == at.end()) continue;
-            const Runs& y = it->second;
-            const double krps = y.med(&Point::rps);
+            const Runs* y = idx.find(r, k);
+            const double krps = y ? y->med(&Point::rps) : 0;
             if (krps <= 0) continue;
             if (!header) {
                 header = true;
@@ -284,7 +301,7 @@ void print_ceiling(const Sweep& sw, const Results& res) {
             const std::string frame = frame_label(r);
             std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %8s %13.0f | %-14s %11.0f | %7.2fx", r.size,
                         r.iodepth, r.threads, frame.c_str(), raw_rps, k.c_str(), krps, raw_rps / krps);
-            if (sw.repeat > 1) std::printf(" | %s", rounds_ratio(sw, raw, y, "x").c_str());
+            if (sw.repeat > 1) std::printf(" | %s", rounds_ratio(sw, raw, *y, "x").c_str());
             std::printf("\n");
         }
     }
@@ -293,6 +310,7 @@ void print_ceiling(const Sweep& sw, const Results& res) {
 // Each crescent variant against the raw limit at the same point.
 void print_raw_comparison(const Sweep& sw, const Results& res) {
     if (!sw.raw) return;
+    const RunIndex idx(res);
     std::printf("\n# crescent against the bed's raw limit (%s bed, %g s per point after %g s warm-up): crescent "
                 "RPC/s beside knb raw round trips/s of the frame(s) that carry the request, with iodepth x conns "
                 "x threads of them in flight per queue; fraction = RPC/s / round trips/s%s\n",
@@ -302,34 +320,23 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
     if (sw.repeat > 1) std::printf(" | %s", "rounds' fractions");
     std::printf("\n");
     bool any_split = false;
-    // Each raw point once (as its first round has it), against each crescent
-    // variant's runs at the same point.
     for (const RawPoint& r : res.raws) {
-        if (r.round != 1) continue;
+        if (r.round != 1) continue;  // each point once, its rounds together
         const RawRuns raw(res, r);
         const double raw_rps = raw.rps();
-        std::vector<std::string> variants;  // in the order they ran; one whose runs all failed too
-        std::map<std::string, Runs> runs;
-        for (const Point& p : res.points) {
-            if (p.stack != Stack::Crescent || !p.served_by.empty() || p.size != r.size || p.iodepth != r.iodepth ||
-                p.threads != r.threads)
-                continue;
-            if (std::find(variants.begin(), variants.end(), variant(p)) == variants.end())
-                variants.push_back(variant(p));
-            if (p.ok) runs[variant(p)].ok.push_back(&p);
-        }
-        for (const std::string& v : variants) {
-            const Runs& x = runs[v];
-            const double rps = x.med(&Point::rps);
+        const auto ran_here = [&](const Point& p) { return is_crescent(p) && at_point(p, r); };
+        for (const std::string& v : variants_of(res, ran_here)) {
+            const Runs* x = idx.find(r, v);
+            const double rps = x ? x->med(&Point::rps) : 0;
             char crps[32] = "FAILED", rrps[32] = "FAILED", frac[32] = "-";
-            if (!x.ok.empty()) std::snprintf(crps, sizeof crps, "%.0f", rps);
+            if (x) std::snprintf(crps, sizeof crps, "%.0f", rps);
             if (!raw.ok.empty()) std::snprintf(rrps, sizeof rrps, "%.0f", raw_rps);
-            if (!x.ok.empty() && raw_rps > 0) std::snprintf(frac, sizeof frac, "%.3f", rps / raw_rps);
+            if (x && raw_rps > 0) std::snprintf(frac, sizeof frac, "%.3f", rps / raw_rps);
             const std::string frame = frame_label(r);
             any_split = any_split || r.frames > 1;
             std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %-16s %11s | %8s %6" PRIu64 " %13s | %8s", r.size,
                         r.iodepth, r.threads, v.c_str(), crps, frame.c_str(), r.raw_iodepth, rrps, frac);
-            if (sw.repeat > 1) std::printf(" | %s", rounds_ratio(sw, x, raw, "").c_str());
+            if (sw.repeat > 1) std::printf(" | %s", x ? rounds_ratio(sw, *x, raw, "").c_str() : "-");
             std::printf("\n");
         }
     }
@@ -339,8 +346,8 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
     if (sw.resp_size != 0)
         std::printf("xN/R: the request's N frame(s) of up to the bed's MTU + 14 one way, answered once all are in "
                     "by one frame of R bytes (--resp-size %" PRIu64 ")\n", sw.resp_size);
-    print_ceiling(sw, res);
-    print_phases(sw, res);
+    print_ceiling(sw, res, idx);
+    print_phases(sw, res, idx);
     std::fflush(stdout);
 }
 
@@ -353,33 +360,25 @@ namespace {
 bool stack_phase(std::string_view name) { return name != "poll" && name != "flush" && name != "rest"; }
 } // namespace
 
-void print_phases(const Sweep& sw, const Results& res) {
+void print_phases(const Sweep& sw, const Results& res, const RunIndex& idx) {
     using crescent::EngineStats;
     using Means = std::array<double, EngineStats::kPhases>;
     bool header = false;
     for (const RawPoint& r : res.raws) {
-        if (r.round != 1) continue;  // a point once; its rounds' means are averaged
-        std::vector<std::string> variants;
-        for (const Point& p : res.points)
-            if (p.stack == Stack::Crescent && p.served_by.empty() && p.ok && p.size == r.size &&
-                p.iodepth == r.iodepth && p.threads == r.threads &&
-                std::find(variants.begin(), variants.end(), variant(p)) == variants.end())
-                variants.push_back(variant(p));
-        for (const std::string& v : variants)
+        if (r.round != 1) continue;  // each point once, its rounds' means averaged
+        for (const std::string& v : variants_of(res, is_crescent)) {
+            const Runs* x = idx.find(r, v);
+            if (!x) continue;
             for (const char* side : {"server", "client"}) {
                 Means m{};
                 unsigned n = 0;
-                for (const Point& p : res.points) {
-                    if (p.stack != Stack::Crescent || !p.served_by.empty() || !p.ok || p.size != r.size ||
-                        p.iodepth != r.iodepth || p.threads != r.threads || variant(p) != v)
-                        continue;
-                    const std::optional<Means> x = phase_means(p.doc, side);
-                    if (!x) continue;
-                    for (size_t i = 0; i < m.size(); ++i) m[i] += (*x)[i];
-                    ++n;
-                }
+                for (const Point* p : x->ok)
+                    if (const std::optional<Means> y = phase_means(p->doc, side)) {
+                        for (size_t i = 0; i < m.size(); ++i) m[i] += (*y)[i];
+                        ++n;
+                    }
                 if (n == 0) continue;
-                for (double& x : m) x /= n;
+                for (double& y : m) y /= n;
                 if (!header) {
                     header = true;
                     std::string stack;
@@ -404,6 +403,7 @@ void print_phases(const Sweep& sw, const Results& res) {
                 }
                 std::printf(" | %7.0f\n", stack_ns);
             }
+        }
     }
     for (const std::string& l : res.raw_phases)
         std::printf("raw reflector, %s, over all its points\n", l.c_str());
@@ -414,19 +414,16 @@ void print_phases(const Sweep& sw, const Results& res) {
 // and by the busy kernel behind crescent's steering program.
 void print_kernel_client_comparison(const Sweep& sw, const Results& res) {
     if (!sw.kernel_client) return;
-    std::map<Key, Runs> at;
-    std::vector<std::string> servers;  // crescent variants, in the order they ran
-    for (const Point& p : res.points) {
-        if (p.served_by.empty() && !(p.stack == Stack::Kernel && p.wait == Wait::Busy)) continue;
-        const std::string by = p.served_by.empty() ? variant(p) : p.served_by;
-        if (p.ok) at[{p.threads, p.size, p.iodepth, by}].ok.push_back(&p);
-        // A variant whose runs all failed still gets its rows (FAILED cells).
-        if (by.rfind("crescent/", 0) == 0 && std::find(servers.begin(), servers.end(), by) == servers.end())
-            servers.push_back(by);
-    }
+    const RunIndex idx(res);
+    // The crescent servers, in the order they ran (one whose runs all failed too).
+    std::vector<std::string> servers;
+    for (const Point& p : res.points)
+        if (p.served_by.rfind("crescent/", 0) == 0 &&
+            std::find(servers.begin(), servers.end(), p.served_by) == servers.end())
+            servers.push_back(p.served_by);
     std::printf("\n# a busy kernel client served by crescent against the same client served by the busy kernel "
-                "(%s, %g s per point after %g s warm-up): RPC/s and p99 us by server; %s = the kernel server on the same "
-                "veth while crescent's steering program is attached (XDP on the interface: the bed's cost for "
+                "(%s, %g s per point after %g s warm-up): RPC/s and p99 us by server; %s = the kernel server on the "
+                "same veth while crescent's steering program is attached (XDP on the interface: the bed's cost for "
                 "kernel flows); ratios = crescent RPC/s / the other's%s\n",
                 std::string(name(sw.proto)).c_str(), sw.duration, sw.warmup, kKernelBehindXdp,
                 sw.repeat > 1 ? ("; medians of " + std::to_string(sw.repeat) + " interleaved rounds").c_str() : "");
@@ -438,22 +435,20 @@ void print_kernel_client_comparison(const Sweep& sw, const Results& res) {
     };
     auto ratio = [](const Runs* a, const Runs* b) {
         char buf[16] = "-";
-        if (a && b && b->med(&Point::rps) > 0) std::snprintf(buf, sizeof buf, "%.2fx", a->med(&Point::rps) / b->med(&Point::rps));
+        const double d = b ? b->med(&Point::rps) : 0;
+        if (a && d > 0) std::snprintf(buf, sizeof buf, "%.2fx", a->med(&Point::rps) / d);
         return std::string(buf);
     };
+    const std::string behind_xdp = std::string("kernel>") + kKernelBehindXdp;
     for (const std::string& c : servers) {
         std::printf("%-6s %-4s %-3s | %19s %7s | %19s %7s | %19s %7s | %8s %8s\n", "size", "qd", "thr", c.c_str(),
                     "p99", "kernel/busy", "p99", kKernelBehindXdp, "p99", "x kernel", "x +xdp");
         for (uint64_t t : sw.threads)
             for (uint64_t size : sw.sizes)
                 for (uint64_t qd : sw.iodepths) {
-                    auto find = [&](const std::string& by) -> const Runs* {
-                        auto it = at.find({t, size, qd, by});
-                        return it == at.end() ? nullptr : &it->second;
-                    };
-                    const Runs* pc = find(c);
-                    const Runs* pk = find("kernel/busy");
-                    const Runs* px = find(kKernelBehindXdp);
+                    const Runs* pc = idx.find(t, size, qd, "kernel>" + c);
+                    const Runs* pk = idx.find(t, size, qd, "kernel/busy");
+                    const Runs* px = idx.find(t, size, qd, behind_xdp);
                     std::printf("%-6" PRIu64 " %-4" PRIu64 " %-3" PRIu64 " | %s | %s | %s | %8s %8s\n", size, qd, t,
                                 cell(pc).c_str(), cell(pk).c_str(), cell(px).c_str(), ratio(pc, pk).c_str(),
                                 ratio(pc, px).c_str());

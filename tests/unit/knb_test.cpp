@@ -411,7 +411,8 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
           "result.retrans.client", "result.retrans.server", "result.drops.client", "result.drops.server",
           "result.phase_ns.client.samples", "result.phase_ns.client.poll", "result.phase_ns.client.parse",
           "result.phase_ns.client.tcp", "result.phase_ns.client.app", "result.phase_ns.client.timers",
-          "result.phase_ns.client.output", "result.phase_ns.client.flush", "result.phase_ns.client.rest", "result.phase_ns.server.samples", "result.phase_ns.server.parse", "cdf"})
+          "result.phase_ns.client.output", "result.phase_ns.client.flush", "result.phase_ns.client.rest",
+          "result.phase_ns.server.samples", "result.phase_ns.server.parse", "cdf"})
         CHECK(j.keys.count(k) == 1);
     CHECK(j.scalars["knb"] == "1");
     CHECK(j.scalars["kind"] == "\"run\"");
