@@ -1506,13 +1506,32 @@ SendResult Tcb::send(Slice& data) {
         want_writable_ = true;
         return SendResult::WouldBlock;
     }
+    snd_queued_ += uint32_t(data.size());
+    // Bytes that continue the tail slice in the same obj (an RPC encoder's
+    // successive messages in one header block) widen it instead of taking an
+    // entry: a pipelined burst is one TX view and one queue entry to drop
+    // when acknowledged, not one per message.
+    if (sq_count_ != 0) {
+        Slice& tail = sq_at(sq_count_ - 1);
+        if (tail.buf().data() == data.buf().data() && tail.offset() + tail.size() == data.offset()) {
+            // The cursor past the tail's last byte now points into the tail.
+            if (cur_valid_ && cur_idx_ == sq_count_) {
+                cur_idx_ = sq_count_ - 1;
+                cur_off_ = uint32_t(tail.size());
+            }
+            tail.set_size(tail.size() + data.size());
+            // Its reference goes as a move into the queue would take it (the
+            // caller sees the same moved-from slice either way).
+            Slice merged = std::move(data);
+            return SendResult::Ok;
+        }
+    }
     if (sq_count_ == sq_.size()) {
         std::vector<Slice> bigger(sq_.size() * 2);
         for (uint32_t i = 0; i < sq_count_; ++i) bigger[i] = std::move(sq_at(i));
         sq_.swap(bigger);
         sq_head_ = 0;
     }
-    snd_queued_ += uint32_t(data.size());
     sq_at(sq_count_) = std::move(data);
     ++sq_count_;
     return SendResult::Ok;

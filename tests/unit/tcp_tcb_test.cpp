@@ -293,6 +293,37 @@ TEST_CASE("send queues zero-copy and the ACK drops the references", "[tcp][data]
     t.expect_nothing();
 }
 
+TEST_CASE("send: bytes continuing the queue's tail in the same obj widen it (one view, one reference)", "[tcp][data]") {
+    TcbFixture t;
+    t.to_established();
+    const uint64_t live0 = t.arena->live();
+    Slice obj = t.make_payload("abcdefghij");  // one obj, as an encoder's header block
+    REQUIRE(t.tcb->send(obj.sub(0, 3)) == SendResult::Ok);
+    REQUIRE(t.tcb->send(obj.sub(3, 4)) == SendResult::Ok);
+    t.flush();
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].view_count == 1);  // "abc" and "defg" are one entry
+    t.expect_sent({{ACK | PSH, 0, 0, "abcdefg"}});
+    // Sent up to the tail's end: what widens it next is found at the right place.
+    REQUIRE(t.tcb->send(obj.sub(7, 1)) == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK | PSH, 7, 0, "h"}});
+    // A gap in the obj is not a continuation: its own entry.
+    REQUIRE(t.tcb->send(obj.sub(9, 1)) == SendResult::Ok);
+    REQUIRE(t.tcb->send(obj.sub(8, 1)) == SendResult::Ok);
+    t.flush();
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].view_count == 2);
+    t.expect_sent({{ACK | PSH, 8, 0, "ji"}});
+    obj.reset();
+    CHECK(t.arena->live() == live0 + 1);   // the queue still holds the obj
+    t.recv(t.seg(ACK, 0, 2));              // a partial ACK trims the widened entry
+    CHECK(t.arena->live() == live0 + 1);
+    t.recv(t.seg(ACK, 0, 10));
+    CHECK(t.arena->live() == live0);       // every reference dropped
+    t.expect_nothing();
+}
+
 TEST_CASE("send buffer backpressure: WouldBlock then Writable", "[tcp][data]") {
     Config c = TcbFixture::default_config();
     c.snd_buf = 10;
