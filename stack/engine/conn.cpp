@@ -52,7 +52,7 @@ SendStatus EngineImpl::conn_send_copy(uint32_t index, uint32_t gen, std::span<co
         return SendStatus::WouldBlock;
     }
     copy_iov_.clear();
-    if (copy_to_slices(bytes) != bytes.size()) {
+    if (copy_to_slices(*s, bytes) != bytes.size()) {
         copy_iov_.clear();
         wait_for_memory(*s, id);
         return SendStatus::NoMemory;
@@ -62,9 +62,17 @@ SendStatus EngineImpl::conn_send_copy(uint32_t index, uint32_t gen, std::span<co
     return r;
 }
 
-size_t EngineImpl::copy_to_slices(std::span<const std::byte> bytes) {
+size_t EngineImpl::copy_to_slices(ConnState& s, std::span<const std::byte> bytes) {
     const std::vector<uint32_t>& classes = arena_->config().size_classes;
     size_t off = 0;
+    if (s.copy_obj) {
+        const size_t n = std::min<size_t>(s.copy_obj.capacity() - s.copy_used, bytes.size());
+        std::memcpy(s.copy_obj.data() + s.copy_used, bytes.data(), n);
+        copy_iov_.push_back(Slice(s.copy_obj.share(), s.copy_used, n));
+        s.copy_used += uint32_t(n);
+        off = n;
+        if (s.copy_used == s.copy_obj.capacity()) s.copy_obj.reset();
+    }
     // The class to try first, then down as refused: the largest (fewest
     // slices); under max_memory the one received payloads take, so that the
     // engine's few zones serve both and none has to change class while
@@ -78,6 +86,10 @@ size_t EngineImpl::copy_to_slices(std::span<const std::byte> bytes) {
             continue;
         }
         std::memcpy(sl.data(), bytes.data() + off, n);
+        if (n < sl.buf().capacity()) {  // room behind: the next write goes there
+            s.copy_obj = sl.buf().share();
+            s.copy_used = uint32_t(n);
+        }
         copy_iov_.push_back(std::move(sl));
         off += n;
     }
@@ -120,7 +132,7 @@ size_t EngineImpl::conn_write(uint32_t index, uint32_t gen, const void* buf, siz
     }
     // As much as memory allows: a short write, not none.
     copy_iov_.clear();
-    n = copy_to_slices(std::span<const std::byte>(static_cast<const std::byte*>(buf), n));
+    n = copy_to_slices(*s, std::span<const std::byte>(static_cast<const std::byte*>(buf), n));
     if (n == 0) {
         wait_for_memory(*s, tcp::ConnId{index, gen});
         return 0;

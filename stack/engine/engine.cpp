@@ -332,6 +332,7 @@ void EngineImpl::close_all() {
         if (h) h->on_closed(c, CloseReason::EngineStopped);
         s.live = false;
         s.rxq.clear();
+        s.copy_obj.reset();
         ++st_.conns_closed;
     }
     // Then whatever else the application tied to the loop (kernel sockets of
@@ -478,6 +479,7 @@ void EngineImpl::handle_event(const tcp::Event& ev, Instant now) {
             s->live = false;
             s->rxq.clear();
             s->rxq_bytes = 0;
+            s->copy_obj.reset();
             s->handler = nullptr;
         }
         ++st_.conns_closed;

@@ -188,6 +188,13 @@ private:
         size_t rxq_bytes = 0;          // == sum of rxq sizes
         size_t want_bytes = 0;         // size of the refused send (on_writable threshold)
         size_t snd_buf = 0;            // the connection's send buffer
+        // Copy API: the obj the last copied bytes went into, [0, copy_used)
+        // of it handed out (never written again). The next write continues
+        // behind them, and the send queue widens its tail over the new bytes:
+        // a burst of small writes is one obj, one queue entry and one TX
+        // view, not an obj of the smallest class each.
+        Zbuf copy_obj;
+        uint32_t copy_used = 0;
     };
     struct PendingFrame {
         rte_mbuf* m;
@@ -245,11 +252,13 @@ private:
     void deliver_inline(tcp::Actions& a, size_t begin, size_t end);
     void run_batch_callbacks(Instant now);
     void mark_flush() { need_flush_ = true; }
-    // Copies `bytes` into arena objs appended to copy_iov_: the largest size
-    // class first, smaller ones when a class is refused (any free obj of the
-    // engine's core serves). Returns the bytes copied: all of them, or what
-    // memory allowed (the caller decides whether a short copy will do).
-    size_t copy_to_slices(std::span<const std::byte> bytes);
+    // Copies `bytes` into arena objs appended to copy_iov_: first into the
+    // room left behind the connection's last copy (ConnState::copy_obj),
+    // then new objs, the largest size class first, smaller ones when a class
+    // is refused (any free obj of the engine's core serves). Returns the
+    // bytes copied: all of them, or what memory allowed (the caller decides
+    // whether a short copy will do).
+    size_t copy_to_slices(ConnState& s, std::span<const std::byte> bytes);
     // The connection was refused memory: on_writable() follows, from a 1 ms
     // wheel timer, as long as it keeps being refused (memory comes back as
     // peers acknowledge and the application consumes).

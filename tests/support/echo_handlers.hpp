@@ -113,6 +113,9 @@ public:
     };
     uint64_t total = 0;
     size_t chunk = 16 * 1024;
+    // Each chunk in an arena obj of its own, sent by reference (Conn::send),
+    // rather than by send_copy() (which packs small writes into one obj).
+    bool own_objs = false;
     uint64_t mismatches = 0, completed = 0, closed = 0, closed_abnormal = 0, connected = 0;
     std::string first_error;
     std::vector<std::unique_ptr<PerConn>> conns;
@@ -153,9 +156,17 @@ private:
         while (pc->sent < total) {
             size_t n = size_t(std::min<uint64_t>({chunk, total - pc->sent, c.send_space()}));
             if (n == 0) return;
-            buf.resize(n);
-            for (size_t i = 0; i < n; ++i) buf[i] = std::byte(pattern_byte(pc->sent + i, pc->seed));
-            SendStatus st = c.send_copy(std::span<const std::byte>(buf));
+            SendStatus st;
+            if (own_objs) {
+                Slice s = zbuf::Arena::current()->alloc_slice(n);
+                if (!s) return;
+                for (size_t i = 0; i < n; ++i) s.data()[i] = std::byte(pattern_byte(pc->sent + i, pc->seed));
+                st = c.send(std::span<Slice>(&s, 1));
+            } else {
+                buf.resize(n);
+                for (size_t i = 0; i < n; ++i) buf[i] = std::byte(pattern_byte(pc->sent + i, pc->seed));
+                st = c.send_copy(std::span<const std::byte>(buf));
+            }
             if (st != SendStatus::Ok) return;
             pc->sent += n;
         }

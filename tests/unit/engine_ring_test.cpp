@@ -269,7 +269,7 @@ enum class Caps {
 };
 
 Result run_echo(int id, DispatchMode mode, unsigned conns, uint64_t bytes_per_conn, Caps how = Caps::ByHand,
-                size_t chunk = 16 * 1024) {
+                size_t chunk = 16 * 1024, bool own_objs = false) {
     Env& e = env();
     Result res;
     RingPair rp(id);
@@ -306,6 +306,7 @@ Result run_echo(int id, DispatchMode mode, unsigned conns, uint64_t bytes_per_co
     test::StreamClient client;
     client.total = bytes_per_conn;
     client.chunk = chunk;
+    client.own_objs = own_objs;
     REQUIRE(eb->listen(7, server) == ListenStatus::Ok);
     for (unsigned i = 0; i < conns; ++i) {
         Conn c;
@@ -500,11 +501,11 @@ TEST_CASE("engine: short views are copied into the TX chain, long ones attached"
     REQUIRE(env().ok);
     zbuf::CoreScope core(0);
     const uint64_t live_before = env().arena->stats().live_total();
-    // The client sends 200 B slices (below kTxAttachMin): a segment spans
-    // several of them and each frame carries them as copies in its direct
-    // segments; the server echoes its RX slices (a full segment's payload,
-    // >= 512 B), which travel attached.
-    Result r = run_echo(12, DispatchMode::Inline, 2, 256u << 10, Caps::ByHand, 200);
+    // The client sends 200 B slices (below kTxAttachMin), each in an obj of
+    // its own: a segment spans several of them and each frame carries them
+    // as copies in its direct segments; the server echoes its RX slices (a
+    // full segment's payload, >= 512 B), which travel attached.
+    Result r = run_echo(12, DispatchMode::Inline, 2, 256u << 10, Caps::ByHand, 200, true);
     check(r, 2);
     CHECK(r.sa.tx_zero_copy_segments > 0);
     CHECK(r.sa.tx_copied_views > 0);
@@ -515,6 +516,25 @@ TEST_CASE("engine: short views are copied into the TX chain, long ones attached"
     CHECK(r.sa.tx_copied_views >= r.sa.tx_zero_copy_segments);
     CHECK(r.sa.tx_copied_segments == 0);
     CHECK(r.sb.tx_copied_segments == 0);
+    CHECK(env().arena->stats().live_total() == live_before);
+}
+
+TEST_CASE("engine: small send_copy() writes are packed into one obj and travel as one attached view",
+          "[engine][ring]") {
+    REQUIRE(env().ok);
+    zbuf::CoreScope core(0);
+    const uint64_t live_before = env().arena->stats().live_total();
+    // The same 200 B writes by copy: each continues the last one's obj and
+    // the send queue widens its tail over them, so a segment is one view (two
+    // where it crosses into the next obj) of >= 512 B mostly, attached; an obj
+    // of its own per write would make every segment ~8 copied views.
+    Result r = run_echo(13, DispatchMode::Inline, 2, 256u << 10, Caps::ByHand, 200);
+    check(r, 2);
+    INFO("client: " << r.sa.tx_zero_copy_segments << " zero-copy segments, " << r.sa.tx_copied_views
+                    << " views copied");
+    CHECK(r.sa.tx_zero_copy_segments > 0);
+    CHECK(r.sa.tx_copied_views < r.sa.tx_zero_copy_segments);
+    CHECK(r.sa.tx_copied_segments == 0);
     CHECK(env().arena->stats().live_total() == live_before);
 }
 
