@@ -366,7 +366,9 @@ public:
     SendStatus send(std::span<Slice> iov);
     // send() of one slice; `s` is left empty on Ok.
     SendStatus send(Slice&& s) { return send(std::span<Slice>(&s, 1)); }
-    // Copies `bytes` into zbufs from the arena, all or nothing.
+    // Copies `bytes` into zbufs from the arena, all or nothing: behind the
+    // connection's last copy while its obj has room (small writes pack into
+    // one obj), then into new objs.
     SendStatus send_copy(std::span<const std::byte> bytes);
     // send_copy() of a string's bytes.
     SendStatus send_copy(std::string_view s) { return send_copy(std::as_bytes(std::span(s.data(), s.size()))); }
