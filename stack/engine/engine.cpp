@@ -330,9 +330,7 @@ void EngineImpl::close_all() {
         Handler* h = s.handler;
         Conn c(this, i, s.gen);
         if (h) h->on_closed(c, CloseReason::EngineStopped);
-        s.live = false;
-        s.rxq.clear();
-        s.copy_obj.reset();
+        s.retire();
         ++st_.conns_closed;
     }
     // Then whatever else the application tied to the loop (kernel sockets of
@@ -475,13 +473,7 @@ void EngineImpl::handle_event(const tcp::Event& ev, Instant now) {
         if (closing_all_ && why == CloseReason::AbortedLocally) why = CloseReason::EngineStopped;
         if (h) h->on_closed(c, why);
         s = state_of(ev.conn.index, ev.conn.gen);
-        if (s) {
-            s->live = false;
-            s->rxq.clear();
-            s->rxq_bytes = 0;
-            s->copy_obj.reset();
-            s->handler = nullptr;
-        }
+        if (s) s->retire();
         ++st_.conns_closed;
         break;
     }

@@ -195,6 +195,16 @@ private:
         // view, not an obj of the smallest class each.
         Zbuf copy_obj;
         uint32_t copy_used = 0;
+
+        // The connection closed (its handler heard on_closed()): what it held
+        // goes back; the slot waits for register_conn().
+        void retire() {
+            live = false;
+            rxq.clear();
+            rxq_bytes = 0;
+            copy_obj.reset();
+            handler = nullptr;
+        }
     };
     struct PendingFrame {
         rte_mbuf* m;

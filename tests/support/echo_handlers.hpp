@@ -156,17 +156,12 @@ private:
         while (pc->sent < total) {
             size_t n = size_t(std::min<uint64_t>({chunk, total - pc->sent, c.send_space()}));
             if (n == 0) return;
-            SendStatus st;
-            if (own_objs) {
-                Slice s = zbuf::Arena::current()->alloc_slice(n);
-                if (!s) return;
-                for (size_t i = 0; i < n; ++i) s.data()[i] = std::byte(pattern_byte(pc->sent + i, pc->seed));
-                st = c.send(std::span<Slice>(&s, 1));
-            } else {
-                buf.resize(n);
-                for (size_t i = 0; i < n; ++i) buf[i] = std::byte(pattern_byte(pc->sent + i, pc->seed));
-                st = c.send_copy(std::span<const std::byte>(buf));
-            }
+            Slice own;
+            if (own_objs && !(own = zbuf::Arena::current()->alloc_slice(n))) return;
+            if (!own_objs) buf.resize(n);
+            std::byte* dst = own_objs ? own.data() : buf.data();
+            for (size_t i = 0; i < n; ++i) dst[i] = std::byte(pattern_byte(pc->sent + i, pc->seed));
+            SendStatus st = own_objs ? c.send(std::move(own)) : c.send_copy(std::span<const std::byte>(buf));
             if (st != SendStatus::Ok) return;
             pc->sent += n;
         }
