@@ -36,7 +36,7 @@ void TimerWheel::release(uint32_t idx) {
     ++n.gen;
     if (n.gen == 0) n.gen = 1;
     free_.push_back(idx);
-    --live_;
+    if (--live_ == 0) floor_ = Instant::never();
 }
 
 TimerWheel::Id TimerWheel::add(Instant deadline, std::function<void()> fn) {
@@ -56,6 +56,7 @@ TimerWheel::Id TimerWheel::add(Instant deadline, std::function<void()> fn) {
     uint64_t t = std::max(tick_of(deadline), cur_tick_);
     link(idx, uint32_t(t & mask_));
     ++live_;
+    if (deadline < floor_) floor_ = deadline;
     if (min_valid_ && deadline < min_cache_) min_cache_ = deadline;
     return (uint64_t(n.gen) << 32) | idx;
 }
@@ -77,30 +78,37 @@ size_t TimerWheel::advance(Instant now) {
         if (now >= start_) cur_tick_ = std::max(cur_tick_, tick_of(now));
         return 0;
     }
-    // Nothing due yet (the common case of a busy-polling loop): no slot walk.
-    // The ticks skipped are visited by the advance that finds a timer due
-    // (at most one revolution, as after any gap).
-    if (now < next_deadline()) return 0;
+    // Nothing can be due yet (the common case of a busy-polling loop): one
+    // comparison. The ticks skipped are visited by the advance that gets past
+    // the floor (at most one revolution, as after any gap).
+    if (now < floor_) return 0;
     uint64_t target = tick_of(now);
     // Visit the slots of ticks cur_tick_..target (at most one revolution).
     uint64_t first = cur_tick_;
     uint64_t count = target - first + 1;
     if (target < first) count = 1, first = target;
     if (count > uint64_t(mask_) + 1) count = uint64_t(mask_) + 1;
+    // What stays pending after this walk lies beyond `target`'s tick, except
+    // the walked ticks' own deadlines later than `now`: the new floor.
+    Instant floor = tick_start(target + 1);
     due_.clear();
     for (uint64_t k = 0; k < count; ++k) {
         uint32_t slot = uint32_t((first + k) & mask_);
         for (uint32_t i = heads_[slot]; i != kNil;) {
             uint32_t next = nodes_[i].next;
-            if (nodes_[i].deadline <= now) {
+            const Instant d = nodes_[i].deadline;
+            if (d <= now) {
                 unlink(i);
                 nodes_[i].slot = kNil - 1;  // detached, not free yet
                 due_.push_back(i);
+            } else if (d < floor) {
+                floor = d;
             }
             i = next;
         }
     }
     cur_tick_ = target;
+    floor_ = floor;  // before the callbacks: what they add lowers it
     std::sort(due_.begin(), due_.end(),
               [this](uint32_t a, uint32_t b) { return nodes_[a].deadline < nodes_[b].deadline; });
     if (!due_.empty()) min_valid_ = false;
@@ -124,6 +132,7 @@ size_t TimerWheel::advance(Instant now) {
 Instant TimerWheel::next_deadline() const {
     if (live_ == 0) return Instant::never();
     if (min_valid_) return min_cache_;
+    ++scans_;
     Instant m = Instant::never();
     for (const Node& n : nodes_)
         if (n.slot != kNil && n.slot != kNil - 1 && n.deadline < m) m = n.deadline;

@@ -8,6 +8,17 @@
 // add and cancel are O(1) and the steady state does not allocate (beyond
 // std::function's own storage for large captures).
 //
+// A busy loop calls advance() on every poll, so a poll with nothing due must
+// not depend on how many timers are pending: advance() compares `now` with a
+// lower bound of the earliest deadline (`floor_`: lowered by add(), left alone
+// by cancel(), raised by the slot walk to the next tick boundary or to an
+// undue deadline of the ticks it walked). Cancelling the earliest timer then
+// costs nothing; the polls after it walk one slot per tick until the next
+// deadline — not a scan of every timer on every poll, as keeping the exact
+// minimum would cost when the earliest of many per-connection timers is
+// cancelled over and over. next_deadline() is exact (a cached scan), for a
+// loop about to sleep.
+//
 // Threads: one wheel per engine core; not thread-safe. No DPDK, no clock.
 #pragma once
 
@@ -36,8 +47,11 @@ public:
 
     size_t pending() const { return live_; }
     // Earliest deadline among pending timers (Instant::never() if none); O(1)
-    // when cached, otherwise a scan of the occupied nodes.
+    // when cached, otherwise a scan of the occupied nodes (after the earliest
+    // was cancelled or ran). advance() does not need it.
     Instant next_deadline() const;
+    // How many times next_deadline() scanned the nodes (tests: advance() never does).
+    uint64_t scans() const { return scans_; }
 
 private:
     static constexpr uint32_t kNil = UINT32_MAX;
@@ -61,8 +75,12 @@ private:
     std::vector<Node> nodes_;
     std::vector<uint32_t> free_;
     size_t live_ = 0;
+    Instant tick_start(uint64_t tick) const { return start_ + tick_ * int64_t(tick); }
+
+    Instant floor_ = Instant::never();  // <= every pending deadline (advance's test)
     mutable Instant min_cache_ = Instant::never();
     mutable bool min_valid_ = true;
+    mutable uint64_t scans_ = 0;
     std::vector<uint32_t> due_;        // scratch for advance()
     std::vector<std::function<void()>> run_;  // scratch for advance()
 };

@@ -109,3 +109,44 @@ TEST_CASE("timer wheel: polls before the earliest deadline skip the slots; the c
     CHECK(order == std::vector<int>{7, 30, 40});
     CHECK(w.pending() == 0);
 }
+
+TEST_CASE("timer wheel: a deadline later in the tick just walked runs on time, not a tick late", "[engine][wheel]") {
+    Instant t0 = Instant::zero();
+    TimerWheel w(t0, 16us, 64);
+    std::vector<int> order;
+    w.add(t0 + 5us, [&] { order.push_back(5); });
+    w.add(t0 + 10us, [&] { order.push_back(10); });
+    CHECK(w.advance(t0 + 6us) == 1);
+    CHECK(w.advance(t0 + 9us) == 0);
+    CHECK(w.advance(t0 + 10us) == 1);
+    CHECK(order == std::vector<int>{5, 10});
+}
+
+TEST_CASE("timer wheel: cancelling the earliest of many timers costs the polls no scan", "[engine][wheel]") {
+    // Per-connection timers (an idle timeout re-armed on every request): the
+    // earliest is cancelled again and again while the loop polls. advance()
+    // must not rescan every pending timer to find the next one.
+    Instant t0 = Instant::zero();
+    TimerWheel w(t0, 16us, 4096);
+    constexpr int kTimers = 10'000;
+    std::vector<TimerWheel::Id> ids;
+    int fired = 0;
+    for (int i = 0; i < kTimers; ++i)
+        ids.push_back(w.add(t0 + 1ms + Duration(std::chrono::microseconds(i)), [&] { ++fired; }));
+    Instant now = t0;
+    for (int i = 0; i < kTimers / 2; ++i) {
+        CHECK(w.cancel(ids[size_t(i)]));  // always the earliest pending
+        now = now + 100ns;
+        CHECK(w.advance(now) == 0);
+    }
+    CHECK(w.scans() == 0);
+    CHECK(fired == 0);
+    // The survivors run at their deadlines, none early and none lost.
+    const Instant first_left = t0 + 1ms + Duration(std::chrono::microseconds(kTimers / 2));
+    CHECK(w.advance(first_left - 1ns) == 0);
+    CHECK(w.advance(first_left) == 1);
+    CHECK(w.next_deadline() == first_left + 1us);
+    CHECK(w.advance(t0 + 1ms + Duration(std::chrono::microseconds(kTimers))) == size_t(kTimers / 2 - 1));
+    CHECK(fired == kTimers / 2);
+    CHECK(w.pending() == 0);
+}
