@@ -63,6 +63,7 @@ private:
         uint32_t slot = kNil;   // kNil when free
     };
     uint64_t tick_of(Instant t) const { return uint64_t((t - start_).count()) / uint64_t(tick_.count()); }
+    Instant tick_start(uint64_t tick) const { return start_ + tick_ * int64_t(tick); }
     void link(uint32_t idx, uint32_t slot);
     void unlink(uint32_t idx);
     void release(uint32_t idx);
@@ -75,8 +76,6 @@ private:
     std::vector<Node> nodes_;
     std::vector<uint32_t> free_;
     size_t live_ = 0;
-    Instant tick_start(uint64_t tick) const { return start_ + tick_ * int64_t(tick); }
-
     Instant floor_ = Instant::never();  // <= every pending deadline (advance's test)
     mutable Instant min_cache_ = Instant::never();
     mutable bool min_valid_ = true;

@@ -27,6 +27,9 @@ using namespace detail;
 
 namespace {
 
+constexpr uint32_t kTsOptLen = 12;   // NOP NOP TS(10)
+constexpr uint16_t kDefaultMss = 536; // RFC 9293 §3.7.1
+
 uint8_t rcv_wscale_for(uint32_t buf) {
     uint8_t s = 0;
     while (s < 14 && (buf >> s) > 0xffff) ++s;

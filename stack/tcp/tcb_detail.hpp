@@ -1,5 +1,5 @@
-// crescent — what the Tcb's source files share (tcb.cpp, tcb_output.cpp,
-// tcb_timers.cpp): option sizes, ECN codepoints, the synchronized states.
+// crescent — what the Tcb's source files share (tcb.cpp, tcb_ack.cpp,
+// tcb_output.cpp, tcb_timers.cpp): ECN codepoints, the synchronized states.
 // Internal to stack/tcp.
 #pragma once
 
@@ -9,8 +9,6 @@
 
 namespace crescent::tcp::detail {
 
-inline constexpr uint32_t kTsOptLen = 12;   // NOP NOP TS(10)
-inline constexpr uint16_t kDefaultMss = 536; // RFC 9293 §3.7.1
 inline constexpr uint8_t kEcnCe = 3, kEcnEct0 = 2;
 
 // RFC 9293 §3.3.2: the states after the handshake's SYNs were exchanged.

@@ -244,15 +244,21 @@ uint32_t Tcb::emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant n
 // RFC 6675 §5 (C): while cwnd - pipe >= SMSS, send what NextSeg() names.
 void Tcb::output_recovery(Instant now, Actions& out) {
     if (high_rxt_ - snd_.una < 0) high_rxt_ = snd_.una;
+    // Rules 1 and 3 retransmit a range the scoreboard names; false when
+    // nothing could be sent (the loop ends).
+    auto retransmit = [&](SackScoreboard::Range rg) {
+        uint32_t n = emit_data(rg.start, rg.len, true, now, out);
+        if (n == 0) return false;
+        high_rxt_ = rg.start + n;
+        ++st_.retrans_sack;
+        return true;
+    };
     for (int guard = 0; guard < 64; ++guard) {
         uint32_t pipe = sb_.pipe(snd_.una, snd_.max, high_rxt_, snd_.mss);
         if (cc_.cwnd() < pipe + snd_.mss) break;
         // NextSeg rule 1: lost and un-SACKed.
         if (auto rg = sb_.next_lost(snd_.una, high_rxt_, snd_.mss)) {
-            uint32_t n = emit_data(rg->start, rg->len, true, now, out);
-            if (n == 0) break;
-            high_rxt_ = rg->start + n;
-            ++st_.retrans_sack;
+            if (!retransmit(*rg)) break;
             continue;
         }
         // Rule 2: new data within the peer's window.
@@ -265,10 +271,7 @@ void Tcb::output_recovery(Instant now, Actions& out) {
         }
         // Rule 3: un-SACKed, not yet deemed lost.
         if (auto rg = sb_.next_unsacked(snd_.una, high_rxt_, snd_.mss)) {
-            uint32_t n = emit_data(rg->start, rg->len, true, now, out);
-            if (n == 0) break;
-            high_rxt_ = rg->start + n;
-            ++st_.retrans_sack;
+            if (!retransmit(*rg)) break;
             continue;
         }
         // Rule 4: one rescue retransmission per window — the last segment,

@@ -236,6 +236,7 @@ uint64_t retransmits(const std::vector<ConnStats>& cs) {
     REQUIRE(cs.size() == 1);
     return cs[0].retrans_timeout + cs[0].retrans_fast + cs[0].retrans_sack;
 }
+uint64_t segs_sent_once(const std::vector<ConnStats>& cs) { return segs_out(cs) - retransmits(cs); }
 
 // The replies to requests that arrive together, and the calls that the
 // continuations of replies arriving together make, leave together: a few
@@ -294,8 +295,7 @@ TEST_CASE("rpc: at depth 1 the reply and the next call leave from inside the cal
     rpc::Channel ch(bed.a(), serve(svc, bed, rpc::Transport::Crescent, 7103, 1, 1));
     REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 10s));
     bed.run_for(10ms);
-    const uint64_t client0 = segs_out(ch.connection_stats()) - retransmits(ch.connection_stats());
-    const uint64_t server0 = segs_out(svc.srv.connection_stats()) - retransmits(svc.srv.connection_stats());
+    const uint64_t client0 = segs_sent_once(ch.connection_stats()), server0 = segs_sent_once(svc.srv.connection_stats());
     const uint64_t now_a0 = bed.a().stats().tx_sent_now, now_b0 = bed.b().stats().tx_sent_now;
     constexpr uint64_t kCalls = 200;
     uint64_t done = 0, ok = 0;
@@ -313,9 +313,8 @@ TEST_CASE("rpc: at depth 1 the reply and the next call leave from inside the cal
     bed.run_for(10ms);
     CHECK(bed.b().stats().tx_sent_now - now_b0 == kCalls);      // every reply
     CHECK(bed.a().stats().tx_sent_now - now_a0 == kCalls - 1);  // every call a continuation made
-    // Segments sent once each (see retransmits()).
-    const uint64_t client = segs_out(ch.connection_stats()) - retransmits(ch.connection_stats()) - client0;
-    const uint64_t server = segs_out(svc.srv.connection_stats()) - retransmits(svc.srv.connection_stats()) - server0;
+    const uint64_t client = segs_sent_once(ch.connection_stats()) - client0;  // see retransmits()
+    const uint64_t server = segs_sent_once(svc.srv.connection_stats()) - server0;
     INFO(done << " calls in " << client << " client segments, replies in " << server << " server segments ("
               << retransmits(ch.connection_stats()) << " / " << retransmits(svc.srv.connection_stats())
               << " retransmitted)");
