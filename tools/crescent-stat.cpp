@@ -276,11 +276,13 @@ int cmd_ss(const std::string& target, const std::string& filters) {
                     m["send_q"].c_str(), m["local"].c_str(), m["remote"].c_str());
         if (m["state"] == "LISTEN") continue;
         auto ms = [&](const char* k) { return std::strtod(m[k].c_str(), nullptr) / 1000.0; };
-        std::printf("\t %s %s%s%swscale:%s rto:%.3f rtt:%.3f/%.3f mss:%s cwnd:%s ssthresh:%s bytes_sent:%s "
+        // Linux's ss prints backoff only while the RTO is backed off.
+        const std::string backoff = m["backoff"].empty() || m["backoff"] == "0" ? "" : " backoff:" + m["backoff"];
+        std::printf("\t %s %s%s%swscale:%s rto:%.3f%s rtt:%.3f/%.3f mss:%s cwnd:%s ssthresh:%s bytes_sent:%s "
                     "bytes_retrans:%s bytes_acked:%s bytes_received:%s segs_out:%s segs_in:%s retrans:%s "
                     "unacked:%s snd_wnd:%s rcv_wnd:%s\n",
                     m["cc"].c_str(), m["sack"] == "1" ? "sack " : "", m["ts"] == "1" ? "ts " : "",
-                    m["ecn"] == "1" ? "ecn " : "", m["wscale"].c_str(), ms("rto_us"), ms("srtt_us"),
+                    m["ecn"] == "1" ? "ecn " : "", m["wscale"].c_str(), ms("rto_us"), backoff.c_str(), ms("srtt_us"),
                     ms("rttvar_us"), m["mss"].c_str(), m["cwnd"].c_str(), m["ssthresh"].c_str(),
                     m["bytes_sent"].c_str(), m["bytes_retrans"].c_str(), m["bytes_acked"].c_str(),
                     m["bytes_received"].c_str(), m["segs_out"].c_str(), m["segs_in"].c_str(), m["retrans"].c_str(),

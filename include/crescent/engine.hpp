@@ -159,6 +159,10 @@ struct ConnStats {
     // \var rto
     // Current retransmission timeout (after any back-off).
     Duration srtt{0}, rttvar{0}, rto{0};
+    // \var backoff
+    // Consecutive retransmission timeouts without an acknowledgement (`rto`
+    // is the base timeout doubled this many times, up to its cap; Linux's tcpi_backoff).
+    uint32_t backoff = 0;
     // \var bytes_in
     // Payload bytes received in order and accepted.
     // \var bytes_out

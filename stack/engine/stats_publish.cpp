@@ -117,6 +117,7 @@ void StatsPublisher::publish_conns(const EngineImpl& e, int64_t mono_ns) {
         c.srtt_us = to_us(x.srtt);
         c.rttvar_us = to_us(x.rttvar);
         c.rto_us = to_us(x.rto);
+        c.backoff = x.backoff;
         const uint64_t once = x.bytes_out >= x.bytes_retransmitted ? x.bytes_out - x.bytes_retransmitted : 0;
         c.bytes_acked = once >= x.bytes_in_flight ? once - x.bytes_in_flight : 0;
         c.bytes_received = x.bytes_in;

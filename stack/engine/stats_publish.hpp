@@ -67,6 +67,7 @@ struct ConnSnapshot {
     uint8_t snd_wscale = 0, rcv_wscale = 0;
     bool sack = false, ts = false, ecn = false;
     int64_t srtt_us = 0, rttvar_us = 0, rto_us = 0;
+    uint32_t backoff = 0;        // consecutive RTO expiries
     uint64_t bytes_acked = 0;    // payload bytes sent once and acknowledged
     uint64_t bytes_received = 0; // payload bytes accepted
     uint64_t bytes_sent = 0;     // payload bytes sent, retransmissions included

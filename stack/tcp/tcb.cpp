@@ -979,6 +979,7 @@ Stats Tcb::stats() const {
     s.srtt = srtt_;
     s.rttvar = rttvar_;
     s.rto = rto_;
+    s.backoff = backoff_;
     return s;
 }
 

@@ -266,6 +266,7 @@ struct Stats {
     // RFC 6298.
     Duration srtt{0}, rttvar{0}, rto{0};
     uint32_t rtt_samples = 0;
+    uint32_t backoff = 0;                         // consecutive RTO expiries (rto is doubled this often)
     // Traffic.
     uint64_t bytes_in = 0, bytes_out = 0;         // payload bytes (in: accepted; out: incl. retransmits)
     uint64_t segs_in = 0, segs_out = 0;

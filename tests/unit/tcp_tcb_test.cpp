@@ -387,6 +387,10 @@ TEST_CASE("RFC 6298 §5.5 backoff doubles RTO", "[tcp][rto]") {
     t.advance(1ms);
     t.expect_sent({{ACK | PSH, 0, 0, "x"}});
     CHECK(t.tcb->stats().rto == 4 * rto0);
+    CHECK(t.tcb->stats().backoff == 2);  // what ss shows as backoff:2
+    // An ACK of new data ends the run of timeouts.
+    t.recv(t.seg(ACK, 0, 1));
+    CHECK(t.tcb->stats().backoff == 0);
 }
 
 TEST_CASE("RFC 6298 §2 RTT sample sets SRTT/RTTVAR and the RTO floor applies", "[tcp][rto]") {
