@@ -295,7 +295,8 @@ TEST_CASE("rpc: at depth 1 the reply and the next call leave from inside the cal
     rpc::Channel ch(bed.a(), serve(svc, bed, rpc::Transport::Crescent, 7103, 1, 1));
     REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 10s));
     bed.run_for(10ms);
-    const uint64_t client0 = segs_sent_once(ch.connection_stats()), server0 = segs_sent_once(svc.srv.connection_stats());
+    const uint64_t client0 = segs_sent_once(ch.connection_stats());
+    const uint64_t server0 = segs_sent_once(svc.srv.connection_stats());
     const uint64_t now_a0 = bed.a().stats().tx_sent_now, now_b0 = bed.b().stats().tx_sent_now;
     constexpr uint64_t kCalls = 200;
     uint64_t done = 0, ok = 0;
