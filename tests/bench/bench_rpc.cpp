@@ -32,13 +32,14 @@
 // 3. --callgrind-mode: a fixed number of depth-1 calls (or --depth D in
 //    flight) with 64 B of data (or --size N), or raw exchanges of the same
 //    bytes with --raw, over
-//    crescent/net_ring and nothing else, for
+//    crescent/net_ring and nothing else (--copy-tx: every segment copied into
+//    one frame, the AF_XDP path, instead of a zero-copy chain), for
 //    tools/bench-rpc-instructions (valgrind --tool=callgrind instruction
 //    counts are repeatable on this machine; wall time is not).
 //
 //   bench_rpc [--seconds S] [--rounds R] [--messages N] [--only framing|e2e]
 //             [--transport crescent|kernel|both]
-//   bench_rpc --callgrind-mode --calls N [--raw] [--size N] [--depth D]
+//   bench_rpc --callgrind-mode --calls N [--raw] [--size N] [--depth D] [--copy-tx]
 #include <time.h>
 #include <unistd.h>
 
@@ -515,9 +516,13 @@ struct E2eResult {
 // EngineConfig::burst_flush_after is timed, and under valgrind every burst
 // runs past it, so the count would depend on the emulation's speed.
 bool g_callgrind = false;
+// --copy-tx: ports without MULTI_SEGS, as AF_XDP's: every segment is copied
+// into one frame (build_copy) instead of chained over the send queue's zbufs.
+bool g_copy_tx = false;
 
 test::RingBedOptions bed_options() {
     test::RingBedOptions o;
+    o.multi_segs = !g_copy_tx;
     if (g_callgrind) o.tune = [](EngineConfig& cfg, bool) { cfg.burst_flush_after = Duration::max(); };
     return o;
 }
@@ -710,8 +715,9 @@ uint64_t callgrind_calls(uint64_t calls, bool raw, size_t size, uint32_t depth) 
 int run_callgrind(uint64_t calls, bool raw, size_t size, uint32_t depth) {
     const uint64_t frames = callgrind_calls(calls, raw, size, depth);
     check_no_leak("callgrind mode");
-    std::printf("%s %llu %s, depth %u, %zu B data, crescent over net_ring: %.2f frames sent per %s\n", raw ? "raw" : "rpc",
-                (unsigned long long)calls, raw ? "exchanges" : "calls", depth, size, double(frames) / double(calls),
+    std::printf("%s %llu %s, depth %u, %zu B data, crescent over net_ring%s: %.2f frames sent per %s\n", raw ? "raw" : "rpc",
+                (unsigned long long)calls, raw ? "exchanges" : "calls", depth, size, g_copy_tx ? " (copied TX)" : "",
+                double(frames) / double(calls),
                 raw ? "exchange" : "call");
     return 0;
 }
@@ -720,7 +726,7 @@ int run_callgrind(uint64_t calls, bool raw, size_t size, uint32_t depth) {
     std::fprintf(stderr,
                  "usage: bench_rpc [--seconds S] [--rounds R] [--messages N] [--only framing|e2e]\n"
                  "                 [--transport crescent|kernel|both]\n"
-                 "       bench_rpc --callgrind-mode --calls N [--raw] [--size N] [--depth D]\n");
+                 "       bench_rpc --callgrind-mode --calls N [--raw] [--size N] [--depth D] [--copy-tx]\n");
     std::exit(2);
 }
 
@@ -746,6 +752,7 @@ int main(int argc, char** argv) {
         else if (a == "--calls") calls = std::strtoull(val(), nullptr, 0);
         else if (a == "--callgrind-mode") callgrind = true;
         else if (a == "--raw") raw = true;
+        else if (a == "--copy-tx") g_copy_tx = true;
         else if (a == "--size") size = std::strtoull(val(), nullptr, 0);
         else if (a == "--depth") depth = std::strtoull(val(), nullptr, 0);
         else usage();
