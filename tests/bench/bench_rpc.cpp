@@ -32,13 +32,15 @@
 // 3. --callgrind-mode: a fixed number of depth-1 calls (or --depth D in
 //    flight) with 64 B of data (or --size N), or raw exchanges of the same
 //    bytes with --raw, over
-//    crescent/net_ring and nothing else (--copy-tx: every segment copied into
-//    one frame, the AF_XDP path, instead of a zero-copy chain), for
+//    crescent/net_ring and nothing else, for
 //    tools/bench-rpc-instructions (valgrind --tool=callgrind instruction
 //    counts are repeatable on this machine; wall time is not).
 //
+// --copy-tx (2 and 3): the net_ring ports without MULTI_SEGS, as AF_XDP's, so
+// every segment is copied into one frame instead of chained over the zbufs.
+//
 //   bench_rpc [--seconds S] [--rounds R] [--messages N] [--only framing|e2e]
-//             [--transport crescent|kernel|both]
+//             [--transport crescent|kernel|both] [--copy-tx]
 //   bench_rpc --callgrind-mode --calls N [--raw] [--size N] [--depth D] [--copy-tx]
 #include <time.h>
 #include <unistd.h>
@@ -725,7 +727,7 @@ int run_callgrind(uint64_t calls, bool raw, size_t size, uint32_t depth) {
 [[noreturn]] void usage() {
     std::fprintf(stderr,
                  "usage: bench_rpc [--seconds S] [--rounds R] [--messages N] [--only framing|e2e]\n"
-                 "                 [--transport crescent|kernel|both]\n"
+                 "                 [--transport crescent|kernel|both] [--copy-tx]\n"
                  "       bench_rpc --callgrind-mode --calls N [--raw] [--size N] [--depth D] [--copy-tx]\n");
     std::exit(2);
 }
@@ -765,8 +767,9 @@ int main(int argc, char** argv) {
     if (seconds <= 0 || rounds == 0 || messages < 100 || (only != "" && only != "framing" && only != "e2e") ||
         (transport != "both" && transport != "crescent" && transport != "kernel"))
         usage();
-    std::printf("crescent RPC framework cost (micro-benchmark)  %s, g++ %s, %ld CPUs online, loadavg %s\n\n",
-                rte_version(), __VERSION__, sysconf(_SC_NPROCESSORS_ONLN), loadavg().c_str());
+    std::printf("crescent RPC framework cost (micro-benchmark)  %s, g++ %s, %ld CPUs online, loadavg %s%s\n\n",
+                rte_version(), __VERSION__, sysconf(_SC_NPROCESSORS_ONLN), loadavg().c_str(),
+                g_copy_tx ? "; net_ring ports without MULTI_SEGS (every segment copied into one frame)" : "");
     if (only != "e2e") run_framing(7, messages);
     if (only != "framing") run_e2e(rounds, seconds, transport != "kernel", transport != "crescent");
     return 0;
