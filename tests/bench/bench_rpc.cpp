@@ -518,9 +518,9 @@ struct E2eResult {
 // EngineConfig::burst_flush_after is timed, and under valgrind every burst
 // runs past it, so the count would depend on the emulation's speed.
 bool g_callgrind = false;
-// --copy-tx: ports without MULTI_SEGS, as AF_XDP's: every segment is copied
-// into one frame (build_copy) instead of chained over the send queue's zbufs.
+// --copy-tx (see the top), and how the output names it.
 bool g_copy_tx = false;
+const char* copy_tx_label() { return g_copy_tx ? " without MULTI_SEGS (every segment copied into one frame)" : ""; }
 
 test::RingBedOptions bed_options() {
     test::RingBedOptions o;
@@ -718,7 +718,7 @@ int run_callgrind(uint64_t calls, bool raw, size_t size, uint32_t depth) {
     const uint64_t frames = callgrind_calls(calls, raw, size, depth);
     check_no_leak("callgrind mode");
     std::printf("%s %llu %s, depth %u, %zu B data, crescent over net_ring%s: %.2f frames sent per %s\n", raw ? "raw" : "rpc",
-                (unsigned long long)calls, raw ? "exchanges" : "calls", depth, size, g_copy_tx ? " (copied TX)" : "",
+                (unsigned long long)calls, raw ? "exchanges" : "calls", depth, size, copy_tx_label(),
                 double(frames) / double(calls),
                 raw ? "exchange" : "call");
     return 0;
@@ -767,9 +767,9 @@ int main(int argc, char** argv) {
     if (seconds <= 0 || rounds == 0 || messages < 100 || (only != "" && only != "framing" && only != "e2e") ||
         (transport != "both" && transport != "crescent" && transport != "kernel"))
         usage();
-    std::printf("crescent RPC framework cost (micro-benchmark)  %s, g++ %s, %ld CPUs online, loadavg %s%s\n\n",
+    std::printf("crescent RPC framework cost (micro-benchmark)  %s, g++ %s, %ld CPUs online, loadavg %s%s%s\n\n",
                 rte_version(), __VERSION__, sysconf(_SC_NPROCESSORS_ONLN), loadavg().c_str(),
-                g_copy_tx ? "; net_ring ports without MULTI_SEGS (every segment copied into one frame)" : "");
+                g_copy_tx ? "; net_ring ports" : "", copy_tx_label());
     if (only != "e2e") run_framing(7, messages);
     if (only != "framing") run_e2e(rounds, seconds, transport != "kernel", transport != "crescent");
     return 0;
