@@ -20,6 +20,7 @@
 #include <optional>
 #include <random>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -73,6 +74,11 @@ struct Channel::Impl final : StreamHandler {
         unsigned failures = 0;     // consecutive failed attempts
         uint32_t port_try = 0;     // next candidate local port (crescent)
         TimerId retry = 0;
+        // Encoded calls not yet handed to the stream: those made during one
+        // delivery (Impl::batching; one Stream::send at its end), else one.
+        std::vector<Slice> out;
+        bool batched = false;      // listed in Impl::batch
+        bool now = false;          // send_now() after the batch goes
         Link(Impl* c, uint32_t i, const ChannelOptions& o) : ch(c), index(i), enc(o.header_block, o.inline_data) { dec.emplace(o.limits); }
         void on_message(Message& m) override { ch->on_reply(*this, m); }
     };
@@ -87,7 +93,6 @@ struct Channel::Impl final : StreamHandler {
     TimerId deadline_timer = 0;
     Instant timer_at = Instant::never();
     std::unordered_map<uint32_t, MethodStats> methods;
-    std::vector<Slice> out;
     std::string last_error;
     Endpoint current;
     bool on_alternate = false;
@@ -98,6 +103,8 @@ struct Channel::Impl final : StreamHandler {
     std::vector<bifurcation::PortMatch> spread;
     size_t outstanding = 0;
     bool call_now = false;  // in a delivery's last reply: the next call sent goes at once
+    bool batching = false;  // in on_data: calls collect in their link's `out`
+    std::vector<Link*> batch;  // links with calls collected during this delivery
 
     Impl(Engine& eng, ChannelOptions opts) : e(eng), o(std::move(opts)), current(o.server) {
         if (o.server_engines == 0) o.server_engines = 1;
@@ -173,14 +180,6 @@ struct Channel::Impl final : StreamHandler {
 
     Link* link_of(Stream& s) { return static_cast<Link*>(s.user()); }
 
-    void cork_all(bool on) {
-        if (coalesces_sends(o.transport)) return;  // crescent: the calls share segments uncorked
-        for (auto& l : links) {
-            if (l->state != ConnState::Up) continue;
-            if (l->stream) on ? l->stream->cork() : l->stream->uncork();
-        }
-    }
-
     void on_open(Stream& s) override {
         Link* l = link_of(s);
         if (!l) return;
@@ -195,11 +194,20 @@ struct Channel::Impl final : StreamHandler {
         Link* l = link_of(s);
         if (!l) return;
         for (const Slice& d : data) st.bytes_in += d.size();
-        // Calls the continuations make while this delivery is decoded leave
-        // together, one write per connection (kernel; crescent's do anyway).
-        cork_all(true);
+        // Calls the continuations make while this delivery is decoded are
+        // encoded into their connection's vector (a burst of small ones into
+        // one slice) and leave together, one Stream::send per connection (one
+        // writev on the kernel, one Conn::send on crescent).
+        const bool outer = std::exchange(batching, true);
         Decoder::DecodeError err = l->dec->feed(data, *l);
-        cork_all(false);
+        if (!outer) {
+            batching = false;
+            for (Link* b : batch) {
+                b->batched = false;
+                flush(*b, std::exchange(b->now, false));
+            }
+            batch.clear();
+        }
         if (err != Decoder::DecodeError::None) {
             ++st.protocol_errors;
             last_error = fmt::format("malformed reply from {}:{}: {}", current.ip.to_string(), current.port,
@@ -217,6 +225,8 @@ struct Channel::Impl final : StreamHandler {
         const bool was_up = l->state == ConnState::Up;
         l->state = ConnState::Down;
         l->stream = nullptr;
+        l->out.clear();  // their calls fail below with the rest in flight on it
+        l->now = false;
         l->dec.emplace(o.limits);
         l->enc.release_block();
         std::string reason = fmt::format("connection to {}:{} {}: {}", current.ip.to_string(), current.port,
@@ -327,32 +337,41 @@ struct Channel::Impl final : StreamHandler {
         h.kind = sl.one_way ? Kind::OneWay : Kind::Request;
         h.method = sl.method;
         h.call_id = make_id(idx, sl.gen);
-        out.clear();
-        if (!l.enc.encode(h, meta, data, out)) {
+        if (!l.enc.encode(h, meta, data, l.out)) {
             complete(idx, Status::Internal, {}, {}, "no zbuf memory to encode the request");
             return;
         }
-        Stream* s = l.stream;
-        size_t n = 0;
-        for (const Slice& x : out) n += x.size();
+        const size_t n = l.enc.last_bytes();
         st.bytes_out += n;
         sl.ms->bytes_out += n;
         sl.ever_sent = true;
-        if (sl.one_way) {
-            if (s) s->send(std::span<Slice>(out));
-            out.clear();
-            complete(idx, Status::Ok, {}, {}, {});
-            return;
+        if (!sl.one_way) {
+            sl.state = SlotState::InFlight;
+            sl.conn = l.index;
+            ++l.inflight;
         }
-        sl.state = SlotState::InFlight;
-        sl.conn = l.index;
-        ++l.inflight;
-        if (s) s->send(std::span<Slice>(out));
-        out.clear();
-        if (call_now && s) {  // made by the continuation of a delivery's last reply
-            call_now = false;
-            s->send_now();
+        // Made by the continuation of a delivery's last reply: goes at once.
+        const bool now = std::exchange(call_now, false);
+        if (batching) {  // on_data sends the delivery's calls when the decoder returns
+            l.now |= now;
+            if (!l.batched) {
+                l.batched = true;
+                batch.push_back(&l);
+            }
+        } else {
+            flush(l, now);
         }
+        if (sl.one_way) complete(idx, Status::Ok, {}, {}, {});
+    }
+
+    // Hands the link's encoded calls to its stream (and send_now() when asked for).
+    void flush(Link& l, bool now) {
+        if (l.out.empty()) return;
+        if (Stream* s = l.stream) {
+            s->send(std::span<Slice>(l.out));
+            if (now) s->send_now();
+        }
+        l.out.clear();
     }
 
     // Queued calls onto connections with room, in order.
@@ -518,6 +537,8 @@ struct Channel::Impl final : StreamHandler {
             }
             l->state = ConnState::Down;
             l->inflight = 0;
+            l->out.clear();
+            l->now = false;
         }
         for (uint32_t i = 0; i < slots.size(); ++i)
             if (slots[i].state != SlotState::Free) complete(i, Status::Cancelled, {}, {}, why);

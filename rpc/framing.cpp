@@ -188,7 +188,8 @@ bool Encoder::encode(Header h, std::span<const std::byte> meta, std::span<Slice>
     const size_t need = kHeaderSize + meta.size() + (inline_data ? total : 0);
 
     zbuf::Arena* arena = zbuf::Arena::current();
-    Slice hs;
+    Slice hs;         // the header slice, unless the message widens out.back()
+    std::byte* at;    // where the header goes
     if (need > block_size_) {
         // Too big for a block: an obj of its own (the current block stays).
         Zbuf z = arena ? arena->alloc(need) : Zbuf();
@@ -198,6 +199,7 @@ bool Encoder::encode(Header h, std::span<const std::byte> meta, std::span<Slice>
         }
         ++own_objs_;
         hs = Slice(std::move(z), 0, need);
+        at = hs.data();
     } else {
         if (!block_ || block_.capacity() - used_ < need) {
             // Drop the full block first: if every header in it was already
@@ -210,27 +212,37 @@ bool Encoder::encode(Header h, std::span<const std::byte> meta, std::span<Slice>
             }
             ++blocks_;
         }
-        hs = Slice(block_.share(), used_, need);
+        at = block_.data() + used_;
+        // The previous message of a batch ends where this one starts, in this
+        // block: widen its slice (no new reference, one entry for both).
+        Slice* last = out.empty() ? nullptr : &out.back();
+        if (last && *last && last->buf().data() == block_.data() && last->offset() + last->size() == used_) {
+            last->set_size(last->size() + need);
+            ++merged_;
+        } else {
+            hs = Slice(block_.share(), used_, need);
+        }
         used_ += need;
         if (block_.capacity() - used_ < kHeaderSize) release_block();  // nothing more fits
     }
-    h.encode(hs.data());
-    if (!meta.empty()) std::memcpy(hs.data() + kHeaderSize, meta.data(), meta.size());
+    last_bytes_ = need + (inline_data ? 0 : total);
+    h.encode(at);
+    if (!meta.empty()) std::memcpy(at + kHeaderSize, meta.data(), meta.size());
     if (inline_data) {
-        std::byte* at = hs.data() + kHeaderSize + meta.size();
+        std::byte* d = at + kHeaderSize + meta.size();
         for (Slice& s : data) {
             if (s && !s.empty()) {
-                std::memcpy(at, s.data(), s.size());
-                at += s.size();
+                std::memcpy(d, s.data(), s.size());
+                d += s.size();
             }
             s.reset();
         }
         ++inlined_;
-        out.push_back(std::move(hs));
+        if (hs) out.push_back(std::move(hs));
         return true;
     }
 
-    out.push_back(std::move(hs));
+    if (hs) out.push_back(std::move(hs));
     for (Slice& s : data) {
         if (s && !s.empty()) out.push_back(std::move(s));
         s.reset();  // also clears the window a moved-from Slice keeps

@@ -149,9 +149,14 @@ public:
     // one slice holding the header and a copy of `meta`, then MOVES the data
     // slices onto `out` (every entry of `data` is left empty, reset(); empty
     // slices are dropped, not appended) — or, data of at most inline_max bytes
-    // in all, copies it into that one slice and drops the data slices. Returns false with nothing appended and `data` untouched when
-    // the arena has no memory for the header (alloc_failed()) or when the
-    // lengths do not fit the header's 32-bit fields (oversize()).
+    // in all, copies it into that one slice and drops the data slices. When
+    // `out` already ends with this encoder's previous header slice and this
+    // header follows it in the same block (a batch of messages encoded into
+    // one vector), that slice is widened over the new header instead: a
+    // burst of small messages is one slice, one reference. Returns false with
+    // nothing appended or widened and `data` untouched when the arena has no
+    // memory for the header (alloc_failed()) or when the lengths do not fit
+    // the header's 32-bit fields (oversize()).
     bool encode(Header h, std::span<const std::byte> meta, std::span<Slice> data, std::vector<Slice>& out);
     // A Kind::Error message for a call: status `st`, the reason as metadata
     // (cut to kMaxErrorReason bytes), no data.
@@ -164,7 +169,10 @@ public:
 
     size_t block_size() const { return block_size_; }
     size_t inline_max() const { return inline_max_; }
+    // Bytes the last successful encode() added to `out`: header, metadata and data.
+    size_t last_bytes() const { return last_bytes_; }
     uint64_t inlined() const { return inlined_; }            // messages whose data was copied in
+    uint64_t merged() const { return merged_; }              // headers that widened out.back() (a batch)
     uint64_t blocks() const { return blocks_; }              // header blocks taken from the arena
     uint64_t own_objs() const { return own_objs_; }          // objs for one oversized header+meta
     uint64_t alloc_failed() const { return alloc_failed_; }  // encode() refused: no memory
@@ -174,6 +182,8 @@ private:
     size_t block_size_;
     size_t inline_max_;
     uint64_t inlined_ = 0;
+    uint64_t merged_ = 0;
+    size_t last_bytes_ = 0;
     Zbuf block_;       // the current header block, or empty
     size_t used_ = 0;  // bytes of block_ handed out (never written again)
     uint64_t blocks_ = 0;

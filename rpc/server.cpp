@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -30,18 +31,24 @@ struct Server::Session final : MessageSink {
     Stream& stream;
     Decoder dec;
     Encoder enc;
-    std::vector<Slice> out;   // scratch: one encoded message
+    // Encoded replies not yet handed to the stream: those of one delivery
+    // while `batching` (one Stream::send at its end), else one message.
+    std::vector<Slice> out;
     std::vector<std::byte> meta_spare;  // a request's meta copy, kept for the next (on_message)
     Endpoint remote;          // the client (read once: Conn::remote() is a table lookup)
     uint32_t pending = 0;     // calls handed to handlers, not answered yet
     bool refused = false;     // closed at set-up by the ACL
     bool answer_now = false;  // in the handler of a delivery's last request: its reply goes at once
+    bool batching = false;    // in Handler::on_data: replies collect in `out`
+    bool now_after = false;   // the batch holds the reply to the delivery's last request: send_now()
 
     Session(Server& s, Stream& st)
         : srv(s), stream(st), dec(s.o_.limits), enc(s.o_.header_block, s.o_.inline_data), remote(st.remote()) {}
 
     void on_message(Message& m) override;
     void send_error(uint64_t call_id, uint32_t method, Status st, std::string_view why);
+    // Hands `out` to the stream (and send_now() when asked for).
+    void flush_out(bool now);
     void update_reading();
 };
 
@@ -65,13 +72,14 @@ public:
         auto* ss = static_cast<Session*>(s.user());
         if (!ss) return;  // refused: the abort is on its way
         for (const Slice& d : data) srv_.st_.bytes_in += d.size();
-        // Replies to the requests of this delivery leave together (one
-        // writev; crescent's segments are built after the delivery anyway);
-        // deferred replies go out when they are made.
-        const bool cork = !coalesces_sends(s.transport());
-        if (cork) s.cork();
+        // Replies to the requests of this delivery are encoded into one
+        // vector (a burst of small ones into one slice) and leave together
+        // in one Stream::send (one writev on the kernel; one Conn::send on
+        // crescent); deferred replies go out when they are made.
+        ss->batching = true;
         Decoder::DecodeError e = ss->dec.feed(data, *ss);
-        if (cork) s.uncork();
+        ss->batching = false;
+        ss->flush_out(std::exchange(ss->now_after, false));
         if (e != Decoder::DecodeError::None) {
             switch (e) {
             case Decoder::DecodeError::BadMagic: ++srv_.st_.bad_magic; break;
@@ -171,15 +179,20 @@ void Server::Session::on_message(Message& m) {
 }
 
 void Server::Session::send_error(uint64_t call_id, uint32_t method, Status st, std::string_view why) {
-    out.clear();
     if (!enc.encode_error(call_id, method, st, why, out)) {
         ++srv.st_.no_memory;
         return;
     }
     ++srv.st_.errors_sent;
-    for (const Slice& s : out) srv.st_.bytes_out += s.size();
+    srv.st_.bytes_out += enc.last_bytes();
+    if (!batching) flush_out(false);
+}
+
+void Server::Session::flush_out(bool now) {
+    if (out.empty()) return;
     stream.send(std::span<Slice>(out));
     out.clear();
+    if (now) stream.send_now();
 }
 
 void Server::Session::update_reading() {
@@ -304,7 +317,6 @@ bool Server::finish(Call& c, Status st, std::span<const std::byte> meta, std::sp
         ss->update_reading();
         return true;
     }
-    ss->out.clear();
     bool ok;
     if (error) {
         std::string_view why(reinterpret_cast<const char*>(meta.data()), meta.size());
@@ -324,16 +336,16 @@ bool Server::finish(Call& c, Status st, std::span<const std::byte> meta, std::sp
         ss->update_reading();
         return false;
     }
-    size_t n = 0;
-    for (const Slice& x : ss->out) n += x.size();
+    const size_t n = ss->enc.last_bytes();
     st_.bytes_out += n;
     md.stats.bytes_out += n;
-    s->send(std::span<Slice>(ss->out));
-    ss->out.clear();
-    if (ss->answer_now) {  // the reply to a delivery's last request: nothing else is coming to batch with
-        ss->answer_now = false;
-        s->send_now();
+    // The reply to a delivery's last request: nothing else is coming to batch with.
+    const bool at_once = std::exchange(ss->answer_now, false);
+    if (ss->batching) {  // Handler::on_data sends the delivery's replies when the decoder returns
+        ss->now_after |= at_once;
+        return true;
     }
+    ss->flush_out(at_once);
     ss->update_reading();
     return true;
 }

@@ -564,25 +564,41 @@ TEST_CASE("rpc: encoder, header blocks shared across messages and never re-writt
         h.call_id = uint64_t(i);
         h.method = 7;
         REQUIRE(enc.encode(h, meta, {}, out));
+        REQUIRE(enc.last_bytes() == kHeaderSize + meta.size());
     }
-    REQUIRE(out.size() == 10);
+    // Encoded into one vector (a batch), the headers follow each other in the
+    // block and the first slice is widened over the rest: one slice, one reference.
+    const size_t one = kHeaderSize + meta.size();
+    REQUIRE(out.size() == 1);
+    REQUIRE(out[0].size() == 10 * one);
+    CHECK(enc.merged() == 9);
     const std::byte* block = zbuf::obj_base(out[0].data());
-    for (size_t i = 0; i < out.size(); ++i) {
-        REQUIRE(out[i].size() == kHeaderSize + meta.size());
-        REQUIRE(zbuf::obj_base(out[i].data()) == block);
-        if (i) REQUIRE(out[i].data() == out[i - 1].data() + out[i - 1].size());  // carved in order
-        Header d = Header::decode(out[i].data());
+    for (size_t i = 0; i < 10; ++i) {
+        const std::byte* p = out[0].data() + i * one;
+        Header d = Header::decode(p);
         REQUIRE(d.call_id == i);
         REQUIRE(d.meta_len == meta.size());
         REQUIRE(d.data_len == 0);
-        REQUIRE(std::equal(meta.begin(), meta.end(), out[i].data() + kHeaderSize));
+        REQUIRE(std::equal(meta.begin(), meta.end(), p + kHeaderSize));
     }
-    CHECK(zbuf::refcount(block) == 11);  // ten headers and the encoder's own reference
+    CHECK(zbuf::refcount(block) == 2);  // the batch's slice and the encoder's own reference
     CHECK(enc.blocks() == 1);
 
+    // Into separate vectors, each header is a slice of its own, carved in order.
+    std::vector<Slice> o1, o2;
+    REQUIRE(enc.encode(Header{}, meta, {}, o1));
+    REQUIRE(enc.encode(Header{}, meta, {}, o2));
+    REQUIRE((o1.size() == 1 && o2.size() == 1));
+    CHECK(o1[0].data() == out[0].data() + out[0].size());
+    CHECK(o2[0].data() == o1[0].data() + one);
+    CHECK(zbuf::refcount(block) == 4);
+    CHECK(enc.merged() == 9);
+    o1.clear();
+    o2.clear();
+
     // A handed-out header is never written again, however many follow.
-    const Bytes before(out[3].data(), out[3].data() + out[3].size());
-    Slice keep = std::move(out[3]);
+    const Bytes before(out[0].data(), out[0].data() + out[0].size());
+    Slice keep = std::move(out[0]);
     out.clear();
     CHECK(zbuf::refcount(block) == 2);
     for (int i = 0; i < 1000; ++i) {
@@ -621,13 +637,19 @@ TEST_CASE("rpc: encoder, data slices moved behind the header, decoded back", "[r
             off += n;
         }
         const size_t out_before = out.size();
+        const uint64_t merged_before = enc.merged();
         size_t nonempty = 0;
         for (auto& d : data) nonempty += !d.empty();
         Header h = s.h;
         h.meta_len = h.data_len = 12345;  // overwritten from the arguments
         REQUIRE(enc.encode(h, s.meta, data, out));
         for (auto& d : data) REQUIRE_FALSE(d);  // moved or dropped
-        REQUIRE(out.size() == out_before + 1 + nonempty);
+        // The header widens the previous one when that ended the vector
+        // (a message without data) in the same block.
+        const size_t widened = size_t(enc.merged() - merged_before);
+        REQUIRE(widened <= 1);
+        REQUIRE(out.size() == out_before + 1 - widened + nonempty);
+        REQUIRE(enc.last_bytes() == kHeaderSize + meta_len + s.data.size());
         specs.push_back(std::move(s));
     }
     CHECK(enc.own_objs() > 0);  // header+meta above 256 bytes: objs of their own
@@ -668,15 +690,20 @@ TEST_CASE("rpc: encoder, data up to inline_max copied behind the header, decoded
         const bool inl = data_len != 0 && data_len <= 256 && kHeaderSize + meta_len + data_len <= 2048;
         want_inlined += inl;
         const size_t out_before = out.size();
+        const uint64_t merged_before = enc.merged();
         REQUIRE(enc.encode(s.h, s.meta, data, out));
         for (auto& d : data) REQUIRE_FALSE(d);  // copied (and dropped) or moved
         INFO("message " << i << ": meta " << meta_len << " B, data " << data_len << " B in " << data.size() << " slices");
+        // Widened: the previous message's slice (header, meta and inline data)
+        // ended the vector right before this header, in the same block.
+        const size_t widened = size_t(enc.merged() - merged_before);
+        REQUIRE(widened <= 1);
         if (inl) {
-            REQUIRE(out.size() == out_before + 1);  // one slice: header, meta and the data
-            CHECK(out.back().size() == kHeaderSize + meta_len + data_len);
-            CHECK(std::memcmp(out.back().data() + kHeaderSize + meta_len, s.data.data(), data_len) == 0);
+            REQUIRE(out.size() == out_before + 1 - widened);  // one slice: header, meta and the data
+            if (!widened) CHECK(out.back().size() == kHeaderSize + meta_len + data_len);
+            CHECK(std::memcmp(out.back().data() + out.back().size() - data_len, s.data.data(), data_len) == 0);
         } else {
-            CHECK(out.size() == out_before + 1 + data.size());
+            CHECK(out.size() == out_before + 1 - widened + data.size());
         }
         s.h.meta_len = uint32_t(meta_len);
         s.h.data_len = uint32_t(data_len);
@@ -684,6 +711,7 @@ TEST_CASE("rpc: encoder, data up to inline_max copied behind the header, decoded
     }
     CHECK(enc.inlined() == want_inlined);
     CHECK(want_inlined > 50);
+    CHECK(enc.merged() > 50);  // runs of inline messages in a block: one slice each run
     // The decoder cannot tell: every message comes back as sent.
     Decoder dec(Limits{});
     Collector col;

@@ -238,18 +238,28 @@ uint64_t retransmits(const std::vector<ConnStats>& cs) {
 }
 uint64_t segs_sent_once(const std::vector<ConnStats>& cs) { return segs_out(cs) - retransmits(cs); }
 
+// Stream::send calls (Conn::send / writev) on engine `e`'s streams of transport `t`.
+uint64_t stream_writes(Engine& e, rpc::Transport t) {
+    uint64_t n = 0;
+    rpc::for_each_stream(e, [&](rpc::Stream& s) {
+        if (s.transport() == t) n += s.stats().writes;
+    });
+    return n;
+}
+
 // The replies to requests that arrive together, and the calls that the
 // continuations of replies arriving together make, leave together: a few
-// segments per round of 16, not one each. The RPC layer corks a kernel stream
-// for that (one writev); a crescent stream it leaves uncorked
-// (rpc::coalesces_sends), because TCP builds its segments after the
-// delivery returns.
+// segments per round of 16, not one each, and a few transport sends (one
+// writev, one Conn::send) per delivery, not one per message: the RPC layer
+// encodes a delivery's messages into one vector and sends it when the
+// decoder returns.
 void pipelined_rounds(RingBed& bed, rpc::Transport t, uint16_t port) {
     constexpr unsigned kDepth = 16, kRounds = 20;
     Service svc(bed.b());
     rpc::Channel ch(bed.a(), serve(svc, bed, t, port, kDepth, 1));
     REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 10s));
     const uint64_t client0 = segs_out(ch.connection_stats()), server0 = segs_out(svc.srv.connection_stats());
+    const uint64_t cw0 = stream_writes(bed.a(), t), sw0 = stream_writes(bed.b(), t);
     uint64_t done = 0, ok = 0;
     // Each reply of a round issues one call of the next: 16 continuations
     // run in one delivery when the round's replies arrive together.
@@ -270,6 +280,10 @@ void pipelined_rounds(RingBed& bed, rpc::Transport t, uint16_t port) {
                                 << server << " server segments");
     CHECK(client <= kRounds * 4);
     CHECK(server <= kRounds * 4);
+    const uint64_t cw = stream_writes(bed.a(), t) - cw0, sw = stream_writes(bed.b(), t) - sw0;
+    INFO(rpc::transport_name(t) << ": " << cw << " client sends, " << sw << " server sends");
+    CHECK(cw <= kRounds * 4 + kDepth);  // + the first round, one call at a time before the loop runs
+    CHECK(sw <= kRounds * 4);
     ch.close();
     bed.run_for(30ms);
 }

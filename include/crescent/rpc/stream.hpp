@@ -113,9 +113,10 @@ public:
     virtual size_t backlog_bytes() const = 0;
 
     // Batching: while corked, send() only queues; uncork() hands everything
-    // queued to the transport at once (one writev() / Conn::send()). The RPC
-    // layer corks a stream while it handles one delivery of received bytes,
-    // so the replies to pipelined requests leave together. Not nested.
+    // queued to the transport at once (one writev() / Conn::send()), for a
+    // handler that sends several times in one callback (the RPC layer gets
+    // the same by encoding a delivery's messages into one vector of its own
+    // and sending that once). Not nested.
     virtual void cork() = 0;
     // Ends cork(): the queued bytes go to the transport in one send.
     virtual void uncork() = 0;
