@@ -298,6 +298,49 @@ TEST_CASE("rpc: replies to pipelined requests and calls from continuations share
     pipelined_rounds(bed, rpc::Transport::Kernel, 31015);
 }
 
+// A delivery's replies leave in one send, errors among them: requests for an
+// unknown method and calls the handler drops (answered by ~Call) are encoded into
+// the same batch as the replies around them, so the answers come back in the
+// order the requests went, whatever their kind.
+void mixed_batch(RingBed& bed, rpc::Transport t, uint16_t port) {
+    constexpr unsigned kCalls = 48;
+    Service svc(bed.b());
+    rpc::Channel ch(bed.a(), serve(svc, bed, t, port, kCalls, 1));
+    REQUIRE(bed.run_until([&] { return ch.connected() == 1; }, 10s));
+    const uint32_t methods[] = {kEcho, 9999, kEcho, kDrop, kEcho, kEcho};
+    const rpc::Status want[] = {rpc::Status::Ok, rpc::Status::UnknownMethod, rpc::Status::Ok,
+                                rpc::Status::Internal, rpc::Status::Ok, rpc::Status::Ok};
+    std::vector<std::pair<uint64_t, rpc::Status>> got;
+    const uint64_t sw0 = stream_writes(bed.b(), t);
+    for (uint64_t i = 0; i < kCalls; ++i) {
+        auto data = make_data(i, 64);
+        REQUIRE(ch.call(methods[i % 6], {}, data, [&, i](rpc::Reply& r) {
+            if (r.status == rpc::Status::Ok) CHECK(check_data(i, r.data, 64));
+            got.emplace_back(i, r.status);
+        }) == rpc::Status::Ok);
+    }
+    REQUIRE(bed.run_until([&] { return got.size() == kCalls; }, 10s));
+    for (uint64_t i = 0; i < kCalls; ++i) {
+        INFO(rpc::transport_name(t) << ": answer " << i);
+        CHECK(got[i].first == i);
+        CHECK(got[i].second == want[i % 6]);
+    }
+    CHECK(svc.srv.stats().unknown_method == kCalls / 6);
+    CHECK(svc.srv.stats().handler_dropped == kCalls / 6);
+    const uint64_t sw = stream_writes(bed.b(), t) - sw0;
+    INFO(rpc::transport_name(t) << ": " << sw << " server sends for " << kCalls << " answers");
+    CHECK(sw <= kCalls / 4);  // a batch per delivery: the requests arrive a few segments at a time
+    ch.close();
+    bed.run_for(30ms);
+}
+
+TEST_CASE("rpc: replies, unknown-method errors and dropped calls of one delivery come back in order", "[rpc]") {
+    test::LeakCheck leaks;
+    RingBed bed(23);
+    mixed_batch(bed, rpc::Transport::Crescent, 7104);
+    mixed_batch(bed, rpc::Transport::Kernel, 31016);
+}
+
 // At depth 1 every delivery is one message: the server's reply and the call the
 // client's continuation makes are each the last output of their delivery, and
 // leave from inside the callback (Stream::send_now -> Conn::send_now) with the
