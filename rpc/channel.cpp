@@ -6,6 +6,9 @@
 // a connection with room: its meta copied, its data slices held) or InFlight
 // (encoded and handed to a connection's stream). Deadlines are kept in the slots and
 // are scanned when the one engine timer, armed at the earliest, fires.
+// Calls made while a delivery of replies is decoded (by the continuations)
+// are encoded into their connection's `out` and sent when the decoder
+// returns, one send() per connection; other calls are sent at once.
 //
 // Connections: `server_engines` x `conns_per_engine`; connection i targets
 // server engine i % server_engines. Over crescent its local port is chosen so

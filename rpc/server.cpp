@@ -4,7 +4,9 @@
 // and Encoder (header blocks), the peer address the policies look at, and
 // the count of calls handed out and not yet answered. Requests are
 // dispatched from the decoder's sink, i.e. on the engine thread inside the
-// stream's on_data (inline) or after the burst (batch).
+// stream's on_data (inline) or after the burst (batch). The replies (and
+// errors) made while one delivery is decoded are encoded into the session's
+// `out` and handed to the stream in one send() when the decoder returns.
 //
 // Backpressure: a session stops reading (Stream::pause_reading) while its
 // replies wait above max_backlog bytes or its unanswered calls exceed
