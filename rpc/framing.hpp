@@ -119,7 +119,8 @@ std::string_view decode_error_name(Decoder::DecodeError e);  // "None", "BadMagi
 
 // Builds the header and metadata of outgoing messages in "header blocks": one
 // arena obj at a time, carved into successive header+meta regions, each handed
-// out as a Slice sharing the block (one reference each). Bytes handed out are
+// out as a Slice sharing the block (one reference each; regions encoded one
+// after another into the same vector share one widened Slice). Bytes handed out are
 // never written again — the TX path reads them in place until the peer has
 // acknowledged them — so the encoder only ever appends to its current block
 // and takes a fresh obj when it is full. A header+meta larger than a block gets
