@@ -80,7 +80,6 @@ struct Channel::Impl final : StreamHandler {
         // Encoded calls not yet handed to the stream: those made during one
         // delivery (Impl::batching; one Stream::send at its end), else one.
         std::vector<Slice> out;
-        bool batched = false;      // listed in Impl::batch
         bool now = false;          // send_now() after the batch goes
         Link(Impl* c, uint32_t i, const ChannelOptions& o) : ch(c), index(i), enc(o.header_block, o.inline_data) { dec.emplace(o.limits); }
         void on_message(Message& m) override { ch->on_reply(*this, m); }
@@ -107,7 +106,7 @@ struct Channel::Impl final : StreamHandler {
     size_t outstanding = 0;
     bool call_now = false;  // in a delivery's last reply: the next call sent goes at once
     bool batching = false;  // in on_data: calls collect in their link's `out`
-    std::vector<Link*> batch;  // links with calls collected during this delivery
+    std::vector<Link*> batch;  // links whose `out` the delivery's first call filled
 
     Impl(Engine& eng, ChannelOptions opts) : e(eng), o(std::move(opts)), current(o.server) {
         if (o.server_engines == 0) o.server_engines = 1;
@@ -205,10 +204,7 @@ struct Channel::Impl final : StreamHandler {
         Decoder::DecodeError err = l->dec->feed(data, *l);
         if (!outer) {
             batching = false;
-            for (Link* b : batch) {
-                b->batched = false;
-                flush(*b, std::exchange(b->now, false));
-            }
+            for (Link* b : batch) flush(*b, std::exchange(b->now, false));
             batch.clear();
         }
         if (err != Decoder::DecodeError::None) {
@@ -340,6 +336,7 @@ struct Channel::Impl final : StreamHandler {
         h.kind = sl.one_way ? Kind::OneWay : Kind::Request;
         h.method = sl.method;
         h.call_id = make_id(idx, sl.gen);
+        const bool first = l.out.empty();  // outside a delivery always: each call goes at once
         if (!l.enc.encode(h, meta, data, l.out)) {
             complete(idx, Status::Internal, {}, {}, "no zbuf memory to encode the request");
             return;
@@ -353,16 +350,12 @@ struct Channel::Impl final : StreamHandler {
             sl.conn = l.index;
             ++l.inflight;
         }
-        // Made by the continuation of a delivery's last reply: goes at once.
-        const bool now = std::exchange(call_now, false);
         if (batching) {  // on_data sends the delivery's calls when the decoder returns
-            l.now |= now;
-            if (!l.batched) {
-                l.batched = true;
-                batch.push_back(&l);
-            }
+            if (first) batch.push_back(&l);
+            // Made by the continuation of a delivery's last reply: send_now() after the batch.
+            l.now |= std::exchange(call_now, false);
         } else {
-            flush(l, now);
+            flush(l, false);
         }
         if (sl.one_way) complete(idx, Status::Ok, {}, {}, {});
     }

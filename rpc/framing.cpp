@@ -225,7 +225,7 @@ bool Encoder::encode(Header h, std::span<const std::byte> meta, std::span<Slice>
         used_ += need;
         if (block_.capacity() - used_ < kHeaderSize) release_block();  // nothing more fits
     }
-    last_bytes_ = need + (inline_data ? 0 : total);
+    last_bytes_ = kHeaderSize + meta.size() + total;
     h.encode(at);
     if (!meta.empty()) std::memcpy(at + kHeaderSize, meta.data(), meta.size());
     if (inline_data) {

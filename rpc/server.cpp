@@ -341,13 +341,12 @@ bool Server::finish(Call& c, Status st, std::span<const std::byte> meta, std::sp
     const size_t n = ss->enc.last_bytes();
     st_.bytes_out += n;
     md.stats.bytes_out += n;
-    // The reply to a delivery's last request: nothing else is coming to batch with.
-    const bool at_once = std::exchange(ss->answer_now, false);
     if (ss->batching) {  // Handler::on_data sends the delivery's replies when the decoder returns
-        ss->now_after |= at_once;
+        // The reply to the delivery's last request: send_now() after the batch.
+        ss->now_after |= std::exchange(ss->answer_now, false);
         return true;
     }
-    ss->flush_out(at_once);
+    ss->flush_out(false);  // a deferred reply (answer_now is only set inside a delivery)
     ss->update_reading();
     return true;
 }
