@@ -24,10 +24,12 @@ ic_need_valgrind() {
 }
 
 # ic_callgrind DIR CMD... -> the instructions (Ir) CMD ran, its output dropped.
+# A caller may set ic_valgrind_opts (an array) to pass callgrind more options.
+ic_valgrind_opts=()
 ic_callgrind() {
   local dir=$1 ir
   shift
-  valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$@" >/dev/null 2>"$dir/log" \
+  valgrind --tool=callgrind "${ic_valgrind_opts[@]}" --callgrind-out-file="$dir/cg.out" "$@" >/dev/null 2>"$dir/log" \
     || { cat "$dir/log" >&2; exit 1; }
   ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$dir/log" | tail -1)
   [ -n "$ir" ] || { echo "$tool: no instruction count in callgrind's output" >&2; cat "$dir/log" >&2; exit 1; }

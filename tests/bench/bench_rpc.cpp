@@ -34,14 +34,17 @@
 //    bytes with --raw, over
 //    crescent/net_ring and nothing else, for
 //    tools/bench-rpc-instructions (valgrind --tool=callgrind instruction
-//    counts are repeatable on this machine; wall time is not).
+//    counts are repeatable on this machine; wall time is not). With
+//    --count-from N1 callgrind counts only calls N1..N: instrumentation
+//    starts when the N1-th call completes and stops at the N-th (run under
+//    --instr-atstart=no), so EAL start-up and teardown stay out of the count.
 //
 // --copy-tx (2 and 3): the net_ring ports without MULTI_SEGS, as AF_XDP's, so
 // every segment is copied into one frame instead of chained over the zbufs.
 //
 //   bench_rpc [--seconds S] [--rounds R] [--messages N] [--only framing|e2e]
 //             [--transport crescent|kernel|both] [--copy-tx]
-//   bench_rpc --callgrind-mode --calls N [--raw] [--size N] [--depth D] [--copy-tx]
+//   bench_rpc --callgrind-mode --calls N [--count-from N1] [--raw] [--size N] [--depth D] [--copy-tx]
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +61,10 @@
 #include <vector>
 
 #include <rte_version.h>
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define CRESCENT_HAVE_CALLGRIND_H 1
+#endif
 
 #include <crescent/rpc/channel.hpp>
 #include <crescent/rpc/server.hpp>
@@ -691,31 +698,52 @@ int run_e2e(unsigned rounds, double seconds, bool crescent, bool kernel) {
 
 // ---- 3. callgrind mode ------------------------------------------------------------------
 
-// N calls (or raw exchanges) at `depth` and nothing else. Returns the frames
-// both engines sent meanwhile.
-uint64_t callgrind_calls(uint64_t calls, bool raw, size_t size, uint32_t depth) {
+// Callgrind's instrumentation switched on and off from inside (no-ops outside
+// valgrind): the count window of --count-from.
+void callgrind_instrument(bool on) {
+#ifdef CRESCENT_HAVE_CALLGRIND_H
+    if (on) CALLGRIND_START_INSTRUMENTATION;
+    else CALLGRIND_STOP_INSTRUMENTATION;
+#else
+    (void)on;
+#endif
+}
+
+// N calls (or raw exchanges) at `depth` and nothing else; from the
+// `count_from`-th completion on (0: from the start) callgrind counts, until
+// the N-th. Returns the frames both engines sent in the whole run.
+uint64_t callgrind_calls(uint64_t calls, uint64_t count_from, bool raw, size_t size, uint32_t depth) {
     Bed b(false);
     Clients cl(b, E2eConfig{rpc::Transport::Crescent, depth, size});
     const uint64_t tx0 = b.bed.a().stats().tx_packets + b.bed.b().stats().tx_packets;
+    const uint64_t& done = raw ? cl.raw.done : cl.rpc.done;
+    bool counting = false;
+    auto until_done = [&] {
+        if (count_from != 0 && !counting && done >= count_from) {
+            callgrind_instrument(true);
+            counting = true;
+        }
+        return done >= calls;
+    };
     if (raw) {
         cl.raw.limit = calls;
         cl.raw.start();
-        if (!b.bed.run_until([&] { return cl.raw.done >= calls; }, 600s)) die("callgrind mode: calls not done");
-        if (cl.raw.bad) die("callgrind mode: wrong echo");
     } else {
         cl.rpc.limit = calls;
         cl.rpc.start();
-        if (!b.bed.run_until([&] { return cl.rpc.done >= calls; }, 600s)) die("callgrind mode: calls not done");
-        if (cl.rpc.bad) die("callgrind mode: wrong replies: " + cl.rpc.first_bad);
     }
+    if (!b.bed.run_until(until_done, 600s)) die("callgrind mode: calls not done");
+    if (counting) callgrind_instrument(false);
+    if (raw && cl.raw.bad) die("callgrind mode: wrong echo");
+    if (!raw && cl.rpc.bad) die("callgrind mode: wrong replies: " + cl.rpc.first_bad);
     const uint64_t frames = b.bed.a().stats().tx_packets + b.bed.b().stats().tx_packets - tx0;
     cl.rpc.running = cl.raw.running = false;
     cl.close(b);
     return frames;
 }
 
-int run_callgrind(uint64_t calls, bool raw, size_t size, uint32_t depth) {
-    const uint64_t frames = callgrind_calls(calls, raw, size, depth);
+int run_callgrind(uint64_t calls, uint64_t count_from, bool raw, size_t size, uint32_t depth) {
+    const uint64_t frames = callgrind_calls(calls, count_from, raw, size, depth);
     check_no_leak("callgrind mode");
     std::printf("%s %llu %s, depth %u, %zu B data, crescent over net_ring%s: %.2f frames sent per %s\n", raw ? "raw" : "rpc",
                 (unsigned long long)calls, raw ? "exchanges" : "calls", depth, size, copy_tx_label(),
@@ -728,7 +756,8 @@ int run_callgrind(uint64_t calls, bool raw, size_t size, uint32_t depth) {
     std::fprintf(stderr,
                  "usage: bench_rpc [--seconds S] [--rounds R] [--messages N] [--only framing|e2e]\n"
                  "                 [--transport crescent|kernel|both] [--copy-tx]\n"
-                 "       bench_rpc --callgrind-mode --calls N [--raw] [--size N] [--depth D] [--copy-tx]\n");
+                 "       bench_rpc --callgrind-mode --calls N [--count-from N1] [--raw] [--size N] [--depth D]\n"
+                 "                 [--copy-tx]\n");
     std::exit(2);
 }
 
@@ -737,7 +766,7 @@ int run_callgrind(uint64_t calls, bool raw, size_t size, uint32_t depth) {
 int main(int argc, char** argv) {
     double seconds = 2.0;
     unsigned rounds = 4;
-    uint64_t messages = 200000, calls = 0, size = 64, depth = 1;
+    uint64_t messages = 200000, calls = 0, count_from = 0, size = 64, depth = 1;
     std::string only, transport = "both";
     bool callgrind = false, raw = false;
     for (int i = 1; i < argc; ++i) {
@@ -752,6 +781,7 @@ int main(int argc, char** argv) {
         else if (a == "--only") only = val();
         else if (a == "--transport") transport = val();
         else if (a == "--calls") calls = std::strtoull(val(), nullptr, 0);
+        else if (a == "--count-from") count_from = std::strtoull(val(), nullptr, 0);
         else if (a == "--callgrind-mode") callgrind = true;
         else if (a == "--raw") raw = true;
         else if (a == "--copy-tx") g_copy_tx = true;
@@ -760,9 +790,9 @@ int main(int argc, char** argv) {
         else usage();
     }
     if (callgrind) {
-        if (calls == 0 || size < 8 || size > (1u << 20) || depth == 0 || depth > 256) usage();
+        if (calls == 0 || count_from >= calls || size < 8 || size > (1u << 20) || depth == 0 || depth > 256) usage();
         g_callgrind = true;
-        return run_callgrind(calls, raw, size_t(size), uint32_t(depth));
+        return run_callgrind(calls, count_from, raw, size_t(size), uint32_t(depth));
     }
     if (seconds <= 0 || rounds == 0 || messages < 100 || (only != "" && only != "framing" && only != "e2e") ||
         (transport != "both" && transport != "crescent" && transport != "kernel"))
