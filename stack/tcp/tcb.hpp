@@ -437,6 +437,7 @@ private:
     void on_persist(Instant now, Actions& out);
     void to_closed(CloseReason why, Actions& out);
     void enter_time_wait(Instant now, Actions& out);
+    void start_sequence(SeqNum iss);
     void negotiate(const TcpRepr& syn, uint8_t ip_ecn);
     void fill_options(TcpRepr& r, bool syn, Instant now) const;
     void fill_ack_fields(TcpRepr& r, Instant now);

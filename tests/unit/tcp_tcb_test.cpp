@@ -989,6 +989,45 @@ TEST_CASE("RFC 3168 §6.1 classic ECN: ECE until CWR, sender reduces once and se
     CHECK(t.out.segments[0].ip_ecn == 2);
 }
 
+// A connection opened by a SYN cookie starts from the same sequence state as
+// any other: its ECN reaction point (and RFC 6582's recover) is the ISS, not
+// zero, which for an ISS in the upper half of the space would make the first
+// ECE look "older" than the last reaction and leave it unanswered.
+TEST_CASE("RFC 3168 §6.1.2 a SYN-cookie connection reduces on its first ECE, whatever its ISS", "[tcp][ecn][syncookie]") {
+    for (uint32_t iss : {uint32_t(kIss), 0x90000000u, 0xfffffff0u}) {
+        CAPTURE(iss);
+        Config c = TcbFixture::default_config();
+        c.ecn = EcnMode::On;
+        c.cc = CcAlgo::NewReno;
+        TcbFixture t(c);
+        Tcb::CookieParams p;
+        p.iss = SeqNum(iss);
+        p.irs = SeqNum(kIrs);
+        p.peer_mss = 1460;
+        p.ecn_ok = true;
+        TcpRepr ack;
+        ack.src_port = 6000;
+        ack.dst_port = 5000;
+        ack.flags = ACK;
+        ack.seq = SeqNum(kIrs + 1);
+        ack.ack = SeqNum(iss + 1);
+        ack.window = 65535;
+        t.tcb->accept_cookie(p, ack, t.now, t.out);
+        REQUIRE(t.tcb->state() == State::Established);
+        REQUIRE(t.tcb->stats().ecn_ok);
+        t.clear();
+        REQUIRE(t.send(std::string(2000, 'x')) == SendResult::Ok);
+        t.flush();
+        t.clear();
+        const uint32_t cwnd = t.tcb->stats().cwnd;
+        TcpRepr ece = ack;
+        ece.flags = ACK | ECE;
+        ece.ack = SeqNum(iss + 1 + 1000);
+        t.recv(ece);
+        CHECK(t.tcb->stats().cwnd < cwnd);
+    }
+}
+
 TEST_CASE("RFC 5961 §5.2 an ACK older than SND.UNA - MAX.SND.WND gets a challenge ACK", "[tcp][rfc5961]") {
     TcbFixture t;
     t.to_established();
