@@ -85,6 +85,15 @@ void EngineImpl::rx_one(rte_mbuf* m, Instant now, bool zero_copy) {
         off.rx_l4_csum_ok = (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD;
     }
     const auto* data = rte_pktmbuf_mtod(m, const std::byte*);
+    // The software checksum is the first touch of the whole frame, which
+    // another core has just written (the kernel's copy into the UMEM on
+    // veth, the peer process on memif): asking for every line at once lets
+    // their transfers overlap instead of following the checksum's walk
+    // (~60 ns of ~700 per 1.5 KB frame on the veth bed; BENCHMARKS.md,
+    // session 28). A device that checked the sum leaves the payload to the
+    // application's first touch.
+    if (!off.rx_l4_csum_ok)
+        for (uint32_t o = RTE_CACHE_LINE_SIZE; o < m->data_len; o += RTE_CACHE_LINE_SIZE) rte_prefetch0(data + o);
     wire::Frame f;
     wire::Drop d = wire::parse_frame(wire::Bytes(data, m->data_len), off, &f);
     if (d == wire::Drop::None && f.tcp.has(wire::tcp_flags::SYN) && nexthop_->directed_broadcast(f.ip.src))
