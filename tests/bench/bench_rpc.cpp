@@ -791,6 +791,10 @@ int main(int argc, char** argv) {
     }
     if (callgrind) {
         if (calls == 0 || count_from >= calls || size < 8 || size > (1u << 20) || depth == 0 || depth > 256) usage();
+#ifndef CRESCENT_HAVE_CALLGRIND_H
+        // Without the client requests callgrind would count nothing at all.
+        if (count_from != 0) die("--count-from: built without <valgrind/callgrind.h> (install valgrind, rebuild)");
+#endif
         g_callgrind = true;
         return run_callgrind(calls, count_from, raw, size_t(size), uint32_t(depth));
     }
