@@ -112,21 +112,16 @@ void Tcb::accept_cookie(const CookieParams& p, const TcpRepr& ack, Instant now, 
     snd_.una = p.iss + 1;  // the cookie's SYN-ACK is acknowledged by `ack`
     snd_.nxt = p.iss + 1;
     snd_.max = p.iss + 1;
-    uint32_t mss = std::min<uint32_t>(std::max<uint16_t>(p.peer_mss, 64), cfg_.mss);
-    ws_ok_ = cfg_.window_scale && p.peer_wscale.has_value();
-    if (ws_ok_) {
-        snd_.wscale = std::min<uint8_t>(*p.peer_wscale, 14);
-        rcv_.wscale = rcv_wscale_for(cfg_.rcv_buf);
-    }
-    sack_ok_ = cfg_.sack && p.sack_ok;
-    ts_ok_ = cfg_.timestamps && p.ts_ok && ack.opts.ts.has_value();
-    if (ts_ok_) {
-        ts_recent_ = ack.opts.ts->tsval;
-        mss -= kTsOptLen;
-    }
+    // What the cookie kept of the SYN's options goes through the same
+    // negotiation as a SYN (the timestamps only if the ACK still carries
+    // them: its TSval is the one to echo).
+    TcpRepr syn;
+    syn.opts.mss = p.peer_mss;
+    syn.opts.wscale = p.peer_wscale;
+    syn.opts.sack_permitted = p.sack_ok;
+    if (p.ts_ok) syn.opts.ts = ack.opts.ts;
+    negotiate(syn, 0);
     ecn_ok_ = wants_ecn() && p.ecn_ok;
-    snd_.mss = mss;
-    cc_.set_mss(mss);
     snd_.wnd = uint32_t(ack.window) << snd_.wscale;
     snd_.max_wnd = snd_.wnd;
     snd_.wl1 = ack.seq;
