@@ -551,14 +551,27 @@ void Tcb::ack_received_data(bool /*in_order_full*/, bool force_now, Instant now,
     ++delack_segs_;
     if (force_now || delack_segs_ >= cfg_.delayed_ack_segments) {
         if (!force_now && cfg_.ack_hold.count() > 0) {
-            if (delack_at_ > now + cfg_.ack_hold) delack_at_ = now + cfg_.ack_hold;  // Config::ack_hold
-            if (delack_segs_ >= cfg_.ack_hold_segments) ack_at_flush_ = true;         // ... or the next flush()
+            hold_ack(now);
         } else {
             ack_now_ = true;
         }
     } else if (delack_at_.is_never()) {
         delack_at_ = now + cfg_.delayed_ack;
     }
+}
+
+// Config::ack_hold. Each segment of the train re-arms the hold, so a
+// message whose frames arrive a few microseconds apart (the sender's device
+// or kernel pushing them one by one) is acknowledged once, by the reply or
+// after the train, not every ack_hold. The hold ends at the next flush()
+// when ack_hold_segments are unacknowledged or the peer has used half the
+// window we last gave it, so a sender that needs the ACK to go on has half
+// its window left meanwhile; a sender that stops short waits ack_hold.
+void Tcb::hold_ack(Instant now) {
+    delack_at_ = now + cfg_.ack_hold;
+    const auto unacked = uint32_t(rcv_.nxt - last_ack_sent_);
+    const auto given = uint32_t(rcv_.adv - last_ack_sent_);
+    if (delack_segs_ >= cfg_.ack_hold_segments || 2 * uint64_t(unacked) >= given) ack_at_flush_ = true;
 }
 
 void Tcb::on_fin_received(Instant now, Actions& out) {

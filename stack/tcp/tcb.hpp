@@ -94,17 +94,19 @@ struct Config {
     Duration delayed_ack = std::chrono::milliseconds(1);
     uint32_t delayed_ack_segments = 2;   // 1 = ACK every segment
     // Hold the count-triggered ACK (every `delayed_ack_segments`-th segment)
-    // for up to `ack_hold`, or until `ack_hold_segments` segments are
-    // unacknowledged: a segment we send meanwhile (an RPC's reply) carries it,
-    // and a train of segments arriving back to back gets one ACK, as Linux's
-    // GRO gives. At `ack_hold_segments` the ACK goes at the next flush() —
-    // the end of the RX burst in the engine, the same moment it would have
-    // left the device — so that a reply to the burst still carries it and a
-    // longer train still gets one ACK. ACKs that must go at once (duplicates,
-    // out of order, FIN, window updates) are not held. 0 = off (RFC 5681 §4.2
-    // as written).
+    // until the train pauses for `ack_hold` (each in-order segment re-arms
+    // it), or until `ack_hold_segments` segments are unacknowledged or the
+    // peer has used half the window we gave it: a segment we send meanwhile
+    // (an RPC's reply) carries it, and a train of segments arriving a few
+    // microseconds apart gets one ACK, as Linux's GRO gives (up to 64 KB).
+    // At those limits the ACK goes at the next flush() — the end of the RX
+    // burst in the engine, the same moment it would have left the device —
+    // so that a reply to the burst still carries it. An ACK is held at most
+    // ack_hold x ack_hold_segments. ACKs that must go at once (duplicates,
+    // out of order, FIN, window updates) are not held. 0 = off (RFC 5681
+    // §4.2 as written).
     Duration ack_hold{0};
-    uint32_t ack_hold_segments = 8;
+    uint32_t ack_hold_segments = 32;  // ~46 KB at a 1448-byte MSS
 
     // TCP segmentation offload: when above the send MSS, new data goes out in
     // OutSegments of up to this many payload bytes (a whole number of
@@ -423,6 +425,7 @@ private:
     void receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant now, Actions& out);
     void on_fin_received(Instant now, Actions& out);
     void ack_received_data(bool in_order_full, bool force_now, Instant now, Actions& out);
+    void hold_ack(Instant now);
     void rtt_sample(Duration r);
     void send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out);
     void send_ack(Instant now, Actions& out);

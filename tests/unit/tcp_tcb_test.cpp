@@ -689,6 +689,55 @@ TEST_CASE("ack_hold: the count-triggered ACK is held, and a reply sent meanwhile
     t.expect_sent({{ACK, 7, 23}});
 }
 
+TEST_CASE("ack_hold: a train arriving a few microseconds apart re-arms the hold and gets one ACK", "[tcp][delack]") {
+    Config c = TcbFixture::default_config();
+    c.delayed_ack_segments = 2;
+    c.delayed_ack = 1ms;
+    c.ack_hold = 10us;
+    TcbFixture t(c);
+    t.to_established();
+    // Frames of one message pushed out one by one, 8 us apart: each re-arms
+    // the hold, so nothing goes at 10 us after the second.
+    uint32_t seq = 0;
+    for (int k = 0; k < 6; ++k, seq += 2) {
+        t.recv(t.seg(uint8_t(k == 5 ? ACK | PSH : ACK), seq, 0), "mm");
+        t.expect_nothing();
+        t.advance(8us);
+        t.expect_nothing();
+    }
+    CHECK(t.tcb->next_deadline() == t.now + 2us);
+    t.advance(2us);  // the train paused for ack_hold
+    t.expect_sent({{ACK, 0, 12}});
+    CHECK(t.tcb->stats().delayed_acks == 1);
+    // The default ack_hold_segments still ends a long train at the next flush.
+    for (uint32_t k = 0; k < c.ack_hold_segments - 1; ++k, ++seq) t.recv(t.seg(ACK, seq, 0), "n");
+    t.flush();
+    t.expect_nothing();
+    t.recv(t.seg(ACK, seq++, 0), "n");
+    t.expect_nothing();
+    t.flush();
+    t.expect_sent({{ACK, 0, int32_t(seq)}});
+}
+
+TEST_CASE("ack_hold: the held ACK goes at the next flush once the peer used half the window", "[tcp][delack]") {
+    Config c = TcbFixture::default_config();
+    c.delayed_ack_segments = 2;
+    c.delayed_ack = 1ms;
+    c.ack_hold = 10us;
+    c.rcv_buf = 1000;  // below ack_hold_segments full segments: the window binds first
+    TcbFixture t(c);
+    t.to_established();
+    for (uint32_t k = 0; k < 4; ++k) t.recv(t.seg(ACK, k * 100, 0), std::string(100, 'w'));
+    t.flush();
+    t.expect_nothing();  // 400 of 1000 bytes: the sender has more than half left
+    t.recv(t.seg(ACK, 400, 0), std::string(100, 'w'));
+    t.expect_nothing();  // not while the call runs: a reply would carry it
+    CHECK(t.tcb->ack_owed_at_flush());
+    t.flush();
+    REQUIRE(t.out.segments.size() == 1);
+    CHECK(t.out.segments[0].repr.ack == SeqNum(kIrs + 1 + 500));
+}
+
 TEST_CASE("RFC 9293 §3.10.7.4 first: unacceptable segment gets an ACK and is dropped", "[tcp][data]") {
     TcbFixture t;
     t.to_established();
