@@ -45,8 +45,9 @@ uint32_t CongestionControl::initial_window(uint32_t mss) {
     return std::min(10 * mss, std::max(2 * mss, 14600u));
 }
 
-CongestionControl::CongestionControl(CcAlgo algo, uint32_t mss, Instant /*now*/)
-    : st_(make_state(algo)), mss_(std::max(mss, 1u)), cwnd_(initial_window(mss_)), ssthresh_(kInitialSsthresh) {
+CongestionControl::CongestionControl(CcAlgo algo, uint32_t mss, Instant /*now*/, uint32_t abc_limit)
+    : st_(make_state(algo)), mss_(std::max(mss, 1u)), cwnd_(initial_window(mss_)), ssthresh_(kInitialSsthresh),
+      abc_limit_(abc_limit) {
     if (auto* d = std::get_if<Dctcp>(&st_)) d->window_end_bytes = cwnd_;
 }
 
@@ -104,11 +105,12 @@ void CongestionControl::set_mss(uint32_t mss) {
     cwnd_ = std::max(cwnd_, mss_);
 }
 
-// RFC 5681 §3.1 with RFC 3465: slow start grows by min(acked, L*SMSS); in
-// congestion avoidance one SMSS per cwnd of acknowledged bytes.
+// RFC 5681 §3.1 with RFC 3465: slow start grows by min(acked, L*SMSS) (by
+// acked when L is 0); in congestion avoidance one SMSS per cwnd of
+// acknowledged bytes.
 void CongestionControl::grow_reno(uint32_t acked, uint32_t* ca_acked) {
     if (cwnd_ < ssthresh_) {
-        uint32_t next = cwnd_ + std::min(acked, kAbcLimit * mss_);
+        uint32_t next = cwnd_ + (abc_limit_ != 0 ? std::min(acked, abc_limit_ * mss_) : acked);
         cwnd_ = std::min(next, ssthresh_); // what is left over counts in CA next time
         *ca_acked = 0;
         return;

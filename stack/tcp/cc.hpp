@@ -31,7 +31,10 @@ struct AckSample {
 
 class CongestionControl {
 public:
-    CongestionControl(CcAlgo algo, uint32_t mss, Instant now);
+    // abc_limit: RFC 3465's L, the most one ACK grows cwnd in slow start, in
+    // segments; 0 = none (an ACK for N segments counts as N ACKs, as Linux has
+    // since 3.13 for GRO's stretch ACKs).
+    CongestionControl(CcAlgo algo, uint32_t mss, Instant now, uint32_t abc_limit = kAbcLimit);
 
     CcAlgo algo() const;
     uint32_t cwnd() const;
@@ -68,7 +71,7 @@ public:
     // Constants (RFC 9438 §4.1/§4.2, RFC 8257 §3.3, RFC 3465 §2.2).
     static constexpr double kCubicC = 0.4;
     static constexpr double kCubicBeta = 0.7;
-    static constexpr uint32_t kAbcLimit = 2;          // L: at most L*SMSS per ACK in slow start
+    static constexpr uint32_t kAbcLimit = 2;          // L: at most L*SMSS per ACK in slow start (default)
     static constexpr uint32_t kDctcpGShift = 4;       // g = 1/16
     static constexpr uint32_t kMaxCwnd = 1u << 30;    // keeps byte arithmetic in 32 bits
 
@@ -100,6 +103,7 @@ private:
 
     State st_;
     uint32_t mss_, cwnd_, ssthresh_;
+    uint32_t abc_limit_;       // RFC 3465 L in segments; 0 = no limit
     bool pristine_ = true;     // no ACK or congestion event yet: set_mss() may resize the initial window
     bool rto_backoff_ = false; // cwnd is the loss window of an RTO and no new data was acked since
 };

@@ -81,7 +81,7 @@ bool reset_for(const TcpRepr& in, size_t payload_len, TcpRepr* out) {
 // 2. construction (opening: tcb_open.cpp)
 
 Tcb::Tcb(const Config& cfg, ConnId id, Endpoints ep)
-    : cfg_(cfg), id_(id), ep_(ep), cc_(cfg.cc, cfg.mss, Instant::zero()), rto_(cfg.initial_rto),
+    : cfg_(cfg), id_(id), ep_(ep), cc_(cfg.cc, cfg.mss, Instant::zero(), cfg.abc_limit), rto_(cfg.initial_rto),
       reasm_(cfg.reassembly) {
     sq_.resize(16);
     reasm_out_.reserve(16);

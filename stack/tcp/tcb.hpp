@@ -126,6 +126,11 @@ struct Config {
     bool window_scale = true;    // RFC 7323 §2
     CcAlgo cc = CcAlgo::NewReno;
     EcnMode ecn = EcnMode::CcDefault;
+    // RFC 3465 §2.2 L: the most one ACK grows cwnd in slow start, in segments.
+    // 0 = no limit: an ACK for N segments counts as N ACKs, so slow start still
+    // doubles per round trip when the peer stretches its ACKs (a Linux receiver
+    // with GRO; crescent's own ack_hold), as Linux's sender does since 3.13.
+    uint32_t abc_limit = CongestionControl::kAbcLimit;
 
     ReassemblyLimits reassembly;  // bounded out-of-order memory
 

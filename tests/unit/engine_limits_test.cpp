@@ -745,7 +745,11 @@ TEST_CASE("limits: slices kept past half the zbuf RX pool — frames copied (rx_
         REQUIRE(bed.b().listen(9910, h) == ListenStatus::Ok);
         const uint64_t total = 8u << 20;
         Source src(total);
-        REQUIRE(bed.a().connect({bed.ip_b, 9910}, src, nullptr) == ConnectStatus::Ok);
+        // a's TX frames come from the same pool: its flight (snd_buf, ~180
+        // frames) must fit what b's kept slices leave, or a counts tx_no_mbuf.
+        ConnOptions co;
+        co.snd_buf = 256u << 10;
+        REQUIRE(bed.a().connect({bed.ip_b, 9910}, src, nullptr, &co) == ConnectStatus::Ok);
         REQUIRE(bed.run_until([&] { return src.connected == 1 && h.conn.valid(); }, 2s));
 
         // Kept: the pool falls below half, and frames start being copied.

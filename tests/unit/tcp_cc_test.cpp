@@ -60,6 +60,20 @@ TEST_CASE("RFC 3465 §2.2: slow start grows by min(acked, 2*SMSS) per ACK", "[tc
     CHECK(cc.cwnd() == 13500);
 }
 
+TEST_CASE("abc_limit: a stretch ACK grows slow start by up to L segments, by all it acks when L is 0", "[tcp][cc]") {
+    for (CcAlgo algo : {CcAlgo::NewReno, CcAlgo::Cubic, CcAlgo::Dctcp}) {
+        CongestionControl wide(algo, 1000, t0, 16);
+        REQUIRE(wide.cwnd() == 10000);
+        wide.on_ack(ack(32000, t0));  // one ACK for a 32-segment train
+        CHECK(wide.cwnd() == 26000);
+        wide.on_ack(ack(9000, t0));
+        CHECK(wide.cwnd() == 35000);
+        CongestionControl whole(algo, 1000, t0, 0);
+        whole.on_ack(ack(32000, t0));
+        CHECK(whole.cwnd() == 42000);
+    }
+}
+
 TEST_CASE("RFC 5681 §3.1: congestion avoidance adds one SMSS per cwnd of acked bytes", "[tcp][cc][newreno]") {
     CongestionControl cc(CcAlgo::NewReno, 1000, t0);
     cc.on_loss(20000, t0);            // ssthresh = 10000, cwnd = 10000: CA from here
