@@ -629,11 +629,19 @@ TEST_CASE("RFC 1122 §4.2.3.2 delayed ACK: every second segment or the timer", "
     CHECK(t.tcb->stats().delayed_acks == 1);
 }
 
-TEST_CASE("ack_hold: the count-triggered ACK is held, and a reply sent meanwhile carries it", "[tcp][delack]") {
+namespace {
+// Delayed ACKs every second segment or after 1 ms, count-triggered ACKs held 10 us (as the engine).
+Config hold_config() {
     Config c = TcbFixture::default_config();
     c.delayed_ack_segments = 2;
     c.delayed_ack = 1ms;
     c.ack_hold = 10us;
+    return c;
+}
+} // namespace
+
+TEST_CASE("ack_hold: the count-triggered ACK is held, and a reply sent meanwhile carries it", "[tcp][delack]") {
+    Config c = hold_config();
     c.ack_hold_segments = 4;
     TcbFixture t(c);
     t.to_established();
@@ -690,10 +698,7 @@ TEST_CASE("ack_hold: the count-triggered ACK is held, and a reply sent meanwhile
 }
 
 TEST_CASE("ack_hold: a train arriving a few microseconds apart re-arms the hold and gets one ACK", "[tcp][delack]") {
-    Config c = TcbFixture::default_config();
-    c.delayed_ack_segments = 2;
-    c.delayed_ack = 1ms;
-    c.ack_hold = 10us;
+    Config c = hold_config();
     TcbFixture t(c);
     t.to_established();
     // Frames of one message pushed out one by one, 8 us apart: each re-arms
@@ -720,10 +725,7 @@ TEST_CASE("ack_hold: a train arriving a few microseconds apart re-arms the hold 
 }
 
 TEST_CASE("ack_hold: the held ACK goes at the next flush once the peer used half the window", "[tcp][delack]") {
-    Config c = TcbFixture::default_config();
-    c.delayed_ack_segments = 2;
-    c.delayed_ack = 1ms;
-    c.ack_hold = 10us;
+    Config c = hold_config();
     c.rcv_buf = 1000;  // below ack_hold_segments full segments: the window binds first
     TcbFixture t(c);
     t.to_established();
