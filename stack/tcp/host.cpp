@@ -280,7 +280,7 @@ struct Host::Impl {
             s.dirty = false;
             ++stats.time_wait;
         } else if (s.tcb->ack_owed_at_flush()) {
-            mark_dirty(i);  // its held ACK goes at the next flush() (Config::ack_hold_segments)
+            mark_dirty(i);  // its held ACK goes at the next flush() (Tcb::hold_ack)
         }
         arm(i);
     }

@@ -556,7 +556,7 @@ private:
     Reassembly reasm_;
     uint32_t delack_segs_ = 0;   // full segments received since the last ACK
     bool ack_now_ = false;       // an ACK must go out at the end of this call
-    bool ack_at_flush_ = false;  // the held ACK reached ack_hold_segments: it goes at the
+    bool ack_at_flush_ = false;  // the held ACK reached a limit (hold_ack): it goes at the
                                  // next flush() (what this call's caller sends meanwhile carries it)
     bool fin_received_ = false;
     bool window_update_due_ = false; // consume() opened the window enough to tell the peer
