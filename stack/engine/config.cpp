@@ -96,10 +96,10 @@ tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps) {
     c.nagle = o.nagle;
     c.retransmit_give_up = o.user_timeout;
     c.ack_hold = std::chrono::microseconds(10);  // a reply or the train's end carries the ACK
-    // A peer's ACK may then cover up to ack_hold_segments (32) segments: let
-    // one grow cwnd by up to 16 in slow start (1.5x per round trip at worst;
-    // RFC 3465's L = 2 made it 1.06x). No limit overshoots a queue badly.
-    c.abc_limit = 16;
+    // A peer's ACK may then cover up to ack_hold_segments segments: let one
+    // grow cwnd by up to half of that in slow start (1.5x per round trip at
+    // worst; RFC 3465's L = 2 made it 1.06x). No limit overshoots a queue badly.
+    c.abc_limit = c.ack_hold_segments / 2;
     c.keepalive.enabled = o.keepalive;
     c.keepalive.idle = o.keepalive_idle;
     c.keepalive.interval = o.keepalive_interval;

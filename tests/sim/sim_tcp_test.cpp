@@ -64,7 +64,7 @@ SimConfig config(tcp::CcAlgo cc, double loss, uint64_t seed) {
         h->tcp.max_rto = 2s;
         h->tcp.time_wait = 30s;
         h->tcp.ack_hold = 10us;  // as the engine runs it (tcp_config)
-        h->tcp.abc_limit = 16;  // as tcp_config
+        h->tcp.abc_limit = h->tcp.ack_hold_segments / 2;  // as tcp_config
     }
     c.host_a.secret = {seed * 0x9e3779b97f4a7c15ull, 0x1111};
     c.host_b.secret = {seed * 0xc2b2ae3d27d4eb4full, 0x2222};
