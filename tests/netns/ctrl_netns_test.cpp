@@ -9,7 +9,6 @@
 // The test thread enters ns A (setns) and runs ctrl::Netlink there. Every wait
 // polls the netlink fd with a timeout. Needs root; otherwise prints
 // "SKIP: needs root" and exits 77 (meson's skip code).
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -28,6 +27,7 @@
 
 #include "stack/ctrl/netlink.hpp"
 #include "stack/ctrl/pending.hpp"
+#include "tests/support/skip.hpp"
 
 using namespace crescent;
 using namespace crescent::ctrl;
@@ -473,14 +473,8 @@ TEST_CASE("netns ctrl: no namespace is left behind", "[netns][ctrl]") {
     CHECK(out.find("cc" + std::to_string(getpid() % 1000000)) == std::string::npos);
 }
 
-int main(int argc, char** argv) {
-    if (geteuid() != 0) {
-        std::puts("SKIP: needs root (creates network namespaces and veth pairs)");
-        return 77;
-    }
-    if (sh("ip -V").first != 0) {
-        std::puts("SKIP: needs iproute2 (`ip`)");
-        return 77;
-    }
-    return Catch::Session().run(argc, argv);
+const char* crescent_test_skip_reason() {
+    if (geteuid() != 0) return "needs root (creates network namespaces and veth pairs)";
+    if (sh("ip -V").first != 0) return "needs iproute2 (`ip`)";
+    return nullptr;
 }

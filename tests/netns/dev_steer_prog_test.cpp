@@ -7,7 +7,6 @@
 // (redirected / passed-not-IP / not-TCP / port / malformed): with no XSK in
 // xsks_map, bpf_redirect_map falls back to XDP_PASS, so the return code alone
 // cannot tell a steered frame from a passed one.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <sched.h>
@@ -25,6 +24,7 @@
 
 #include "bifurcation/xdp/steer.hpp"
 #include "stack/dev/runtime.hpp"
+#include "tests/support/skip.hpp"
 
 namespace bif = crescent::bifurcation;
 
@@ -280,10 +280,4 @@ TEST_CASE("steer: detach removes only our program", "[steer]") {
     CHECK(id == 0);
 }
 
-int main(int argc, char** argv) {
-    if (geteuid() != 0) {
-        std::puts("SKIP: needs root");
-        return 77;
-    }
-    return Catch::Session().run(argc, argv);
-}
+const char* crescent_test_skip_reason() { return geteuid() != 0 ? "needs root" : nullptr; }
