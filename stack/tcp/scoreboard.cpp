@@ -22,20 +22,22 @@ namespace {
 uint32_t len(const SackBlock& b) { return uint32_t(b.right - b.left); }
 } // namespace
 
+bool SackScoreboard::first_is_dsack(SeqNum ack, std::span<const SackBlock> blocks) {
+    if (blocks.empty()) return false;
+    const SackBlock& b = blocks[0];
+    bool below = b.left < ack;
+    bool inside_second =
+        blocks.size() > 1 && blocks[1].left <= b.left && b.right <= blocks[1].right && blocks[1].left < blocks[1].right;
+    return b.left < b.right && (below || inside_second);
+}
+
 SackScoreboard::Update SackScoreboard::update(SeqNum snd_una, SeqNum snd_nxt, std::span<const SackBlock> blocks) {
     Update u;
     for (size_t i = 0; i < blocks.size(); i++) {
         const SackBlock& b = blocks[i];
-        if (i == 0) {
-            // RFC 2883 §4: a D-SACK reports a duplicate, below the cumulative
-            // ACK or inside the second block. It adds nothing to the scoreboard.
-            bool below = b.left < snd_una;
-            bool inside_second =
-                blocks.size() > 1 && blocks[1].left <= b.left && b.right <= blocks[1].right && blocks[1].left < blocks[1].right;
-            if (b.left < b.right && (below || inside_second)) {
-                u.dsack = true;
-                continue;
-            }
+        if (i == 0 && first_is_dsack(snd_una, blocks)) {
+            u.dsack = true;  // it adds nothing to the scoreboard
+            continue;
         }
         // RFC 6675 §4 / RFC 2018 §3: only blocks inside [snd.una, snd.nxt] are meaningful.
         if (!(b.left < b.right) || b.left < snd_una || b.right > snd_nxt) {
@@ -83,7 +85,7 @@ bool SackScoreboard::is_sacked(SeqNum seq) const {
     return false;
 }
 
-bool SackScoreboard::is_lost(SeqNum seq, uint32_t smss) const {
+bool SackScoreboard::is_lost(SeqNum seq, uint32_t smss, uint32_t dupthresh) const {
     // RFC 6675 §4 IsLost(SeqNum): DupThresh discontiguous SACKed sequences
     // above SeqNum, or more than (DupThresh - 1) * SMSS SACKed bytes above it.
     uint32_t discontiguous = 0;
@@ -93,18 +95,19 @@ bool SackScoreboard::is_lost(SeqNum seq, uint32_t smss) const {
         SeqNum from = seq_max(it->left, seq + 1);
         bytes += uint32_t(it->right - from);
         discontiguous++;
-        if (discontiguous >= kDupThresh || bytes > uint64_t(kDupThresh - 1) * smss) return true;
+        if (discontiguous >= dupthresh || bytes > uint64_t(dupthresh - 1) * smss) return true;
     }
     return false;
 }
 
-uint32_t SackScoreboard::pipe(SeqNum snd_una, SeqNum snd_nxt, SeqNum high_rxt, uint32_t smss) const {
+uint32_t SackScoreboard::pipe(SeqNum snd_una, SeqNum snd_nxt, SeqNum high_rxt, uint32_t smss,
+                              uint32_t dupthresh) const {
     // RFC 6675 §4 SetPipe(): for each octet in [HighACK, HighData) not SACKed,
     // (a) +1 unless IsLost(octet), (b) +1 if the octet was retransmitted.
     uint64_t pipe = 0;
     auto hole = [&](SeqNum a, SeqNum b) {
         if (!(a < b)) return;
-        if (!is_lost(a, smss)) pipe += uint32_t(b - a);
+        if (!is_lost(a, smss, dupthresh)) pipe += uint32_t(b - a);
         if (a < high_rxt) pipe += uint32_t(seq_min(b, high_rxt) - a);
     };
     SeqNum cur = snd_una;
@@ -131,12 +134,13 @@ std::optional<SackScoreboard::Range> SackScoreboard::next_unsacked(SeqNum snd_un
     return std::nullopt; // at or above the highest SACKed octet
 }
 
-std::optional<SackScoreboard::Range> SackScoreboard::next_lost(SeqNum snd_una, SeqNum high_rxt, uint32_t smss) const {
+std::optional<SackScoreboard::Range> SackScoreboard::next_lost(SeqNum snd_una, SeqNum high_rxt, uint32_t smss,
+                                                             uint32_t dupthresh) const {
     // RFC 6675 §4 NextSeg() rule (1): as rule (3), plus (1.c) IsLost(S2).
     // IsLost is non-increasing in the sequence number, so if the first
     // candidate is not lost, no later one is.
     auto r = next_unsacked(snd_una, high_rxt, smss);
-    if (r && !is_lost(r->start, smss)) return std::nullopt;
+    if (r && !is_lost(r->start, smss, dupthresh)) return std::nullopt;
     return r;
 }
 

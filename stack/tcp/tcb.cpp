@@ -627,6 +627,9 @@ void Tcb::to_closed(CloseReason why, Actions& out) {
     cur_valid_ = false;
     reasm_.clear();
     sb_.clear();
+    rxt_.clear();
+    undo_.cc.reset();
+    undo_.pending.clear();
     if (!closed_reported_) {
         closed_reported_ = true;
         close_reason_ = why;
@@ -793,6 +796,7 @@ Stats Tcb::stats() const {
     s.rttvar = rttvar_;
     s.rto = rto_;
     s.backoff = backoff_;
+    s.reordering = reordering_;
     return s;
 }
 

@@ -34,6 +34,7 @@
 
 #include "stack/tcp/cc.hpp"
 #include "stack/tcp/reassembly.hpp"
+#include "stack/tcp/range_set.hpp"
 #include "stack/tcp/scoreboard.hpp"
 #include "stack/wire/wire.hpp"
 
@@ -131,6 +132,21 @@ struct Config {
     // doubles per round trip when the peer stretches its ACKs (a Linux receiver
     // with GRO; crescent's own ack_hold), as Linux's sender does since 3.13.
     uint32_t abc_limit = CongestionControl::kAbcLimit;
+
+    // Reordering (tcb_undo.cpp): when an original segment arrives after
+    // others sent after it (a SACK or cumulative ACK covers a hole that was
+    // never retransmitted, or a D-SACK reports a retransmission duplicate),
+    // the duplicate-ACK threshold rises to how late it came, in segments, up
+    // to this bound (Linux's tcp_max_reordering). 3 keeps RFC 5681's fixed
+    // DupThresh.
+    uint32_t max_reordering = 300;
+    // Undo a congestion response that proves spurious: every retransmission
+    // of a fast recovery or RTO reported duplicate by D-SACKs (RFC 3708), or
+    // the ACKs that ended it echoing timestamps older than the first
+    // retransmission (RFC 3522 Eifel detection). cwnd and ssthresh return to
+    // their values before it (RFC 4015); after a spurious RTO, sending
+    // resumes with new data instead of going back N.
+    bool undo = true;
 
     ReassemblyLimits reassembly;  // bounded out-of-order memory
 
@@ -283,6 +299,10 @@ struct Stats {
     uint64_t rto_events = 0;
     uint64_t dupacks = 0;
     uint64_t fast_recoveries = 0;
+    uint64_t undo_recoveries = 0;                 // fast recoveries proven spurious and undone
+    uint64_t undo_rtos = 0;                       // RTOs proven spurious and undone
+    uint64_t reorder_events = 0;                  // originals seen arriving after later data
+    uint32_t reordering = 0;                      // the current reordering degree (segments; DupThresh)
     uint64_t ooo_segments = 0;                    // segments queued for reassembly
     uint64_t zero_window_events = 0;              // peer advertised zero window
     uint64_t zero_window_probes = 0;
@@ -442,6 +462,15 @@ private:
     void output_recovery(Instant now, Actions& out);
     void enter_recovery(Instant now);
     void on_rto(Instant now, Actions& out);
+    // Reordering and undo (tcb_undo.cpp).
+    uint32_t dup_thresh() const;
+    void note_reordering(SeqNum late, SeqNum fack);
+    void check_sack_reordering(const TcpRepr& seg);
+    void undo_begin(bool rto);
+    void undo_note_retransmit(SeqNum seq, SeqNum end, Instant now);
+    void undo_on_dsack(const SackBlock& b);
+    void undo_on_ack(const TcpRepr& seg);
+    void undo_apply();
     void on_persist(Instant now, Actions& out);
     void to_closed(CloseReason why, Actions& out);
     void enter_time_wait(Instant now, Actions& out);
@@ -521,6 +550,19 @@ private:
     bool in_recovery_ = false;
     SeqNum recover_;             // RFC 6582 / RFC 6675 RecoveryPoint
     SeqNum high_rxt_;            // RFC 6675 HighRxt
+    uint32_t reordering_ = kDupThresh;  // segments an original may arrive late (dup_thresh())
+    SeqRangeSet rxt_;            // retransmitted ranges above snd.una (ambiguous deliveries)
+    // The congestion response that may still prove spurious (tcb_undo.cpp).
+    struct Undo {
+        std::optional<CongestionControl> cc;  // before the response; engaged = an episode is open
+        SeqRangeSet pending;     // its retransmissions not yet reported duplicate
+        SeqNum marker;           // snd.una when it began
+        SeqNum fack;             // highest byte known delivered when it began
+        uint32_t tsval = 0;      // TSval of its first retransmission
+        bool retransmitted = false;
+        bool eifel = true;       // every ACK since the first retransmission echoed an older TSval
+        bool rto = false;        // an RTO (else a fast recovery)
+    } undo_;
     uint32_t dupacks_ = 0;
     bool ecn_cwr_due_ = false;   // set CWR on the next new data segment
     SeqNum ecn_recover_;         // one ECN reaction per window (RFC 3168 §6.1.2)
@@ -604,7 +646,7 @@ inline uint16_t Tcb::window_field() const {
 }
 
 inline uint32_t Tcb::in_flight() const {
-    if (in_recovery_ && sack_ok_) return sb_.pipe(snd_.una, snd_.max, high_rxt_, snd_.mss);
+    if (in_recovery_ && sack_ok_) return sb_.pipe(snd_.una, snd_.max, high_rxt_, snd_.mss, dup_thresh());
     return uint32_t(snd_.nxt - snd_.una);
 }
 

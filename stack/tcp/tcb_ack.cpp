@@ -19,7 +19,10 @@ using namespace detail;
 bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Actions& out) {
     if (seg.has(ECE) && ecn_ok_) ++st_.ecn_ece_received;
     uint32_t newly_sacked = 0;
-    if (sack_ok_ && seg.opts.sack_count > 0) process_sack(seg, &newly_sacked);
+    if (sack_ok_ && seg.opts.sack_count > 0) {
+        check_sack_reordering(seg);
+        process_sack(seg, &newly_sacked);
+    }
 
     if (seg.ack - snd_.una > 0) {
         ack_advanced(seg, now, out);
@@ -37,7 +40,8 @@ bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Act
     if (in_recovery_) {
         return true; // NewReno: inflation via dupacks_ in usable_window(); SACK: pipe
     }
-    bool loss = dupacks_ >= kDupThresh || (sack_ok_ && sb_.is_lost(snd_.una, snd_.mss));
+    const uint32_t dupthresh = dup_thresh();
+    bool loss = dupacks_ >= dupthresh || (sack_ok_ && sb_.is_lost(snd_.una, snd_.mss, dupthresh));
     // RFC 6582 §3.2 step 2: only if the cumulative ACK covers more than `recover`
     // (avoid multiple fast retransmits after an RTO).
     if (loss && (snd_.una - recover_ > 0 || st_.fast_recoveries == 0)) {
@@ -58,6 +62,7 @@ void Tcb::process_sack(const TcpRepr& seg, uint32_t* newly_sacked) {
     auto u = sb_.update(seg.ack - snd_.una > 0 ? seg.ack : snd_.una, snd_.max,
                         std::span<const SackBlock>(seg.opts.sack.data(), n));
     *newly_sacked = u.newly_sacked;
+    if (u.dsack) undo_on_dsack(seg.opts.sack[0]);
 }
 
 void Tcb::update_window(const TcpRepr& seg) {
@@ -77,6 +82,7 @@ void Tcb::update_window(const TcpRepr& seg) {
 }
 
 void Tcb::enter_recovery(Instant now) {
+    undo_begin(false);
     in_recovery_ = true;
     recover_ = snd_.max;
     high_rxt_ = snd_.una;
@@ -119,7 +125,13 @@ void Tcb::ack_advanced(const TcpRepr& seg, Instant now, Actions& out) {
     }
     if (sample) rtt_sample(*sample);
 
-    if (sack_ok_ && !sb_.empty()) sb_.advance(seg.ack);
+    const SeqNum old_una = snd_.una;
+    if (sack_ok_ && !sb_.empty()) {
+        // The hole at snd.una filled while later data was SACKed: by the
+        // original, unless it was sent again (then it is ambiguous).
+        if (!rxt_.overflowed() && !rxt_.contains(old_una)) note_reordering(old_una, sb_.highest_sacked());
+        sb_.advance(seg.ack);
+    }
     drop_acked(seg.ack, out);
     snd_.una = seg.ack;
     if (snd_.nxt - snd_.una < 0) {
@@ -154,11 +166,13 @@ void Tcb::ack_advanced(const TcpRepr& seg, Instant now, Actions& out) {
         s.now = now;
         cc_.on_ack(s);
     }
+    if (!rxt_.empty() || undo_.cc) undo_on_ack(seg);  // something was sent again
     // ECN reaction (RFC 3168 §6.1.2: once per window; DCTCP: the CC rate-limits).
     if (ece && !in_recovery_) {
         bool dctcp = cc_.algo() == CcAlgo::Dctcp;
         if (dctcp || snd_.una - ecn_recover_ > 0) {
             cc_.on_ecn(flight_before, now);
+            undo_.cc.reset();  // an undo would take back this response too
             ecn_recover_ = snd_.max;
             ecn_cwr_due_ = true;
         }

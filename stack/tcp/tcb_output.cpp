@@ -37,8 +37,8 @@ uint16_t Tcb::advertise_window() {
 uint32_t Tcb::usable_window() const {
     uint64_t cwnd = cc_.cwnd();
     if (in_recovery_ && !sack_ok_) cwnd += uint64_t(dupacks_) * snd_.mss;  // RFC 5681 §3.2 step 4 inflation
-    else if (!in_recovery_ && dupacks_ > 0 && dupacks_ < kDupThresh)
-        cwnd += uint64_t(dupacks_) * snd_.mss;                               // RFC 3042 limited transmit
+    else if (!in_recovery_ && dupacks_ > 0 && dupacks_ < dup_thresh())
+        cwnd += uint64_t(dupacks_) * snd_.mss;  // RFC 3042 limited transmit (RFC 4653 §3.1 past 2 when reordering)
     uint32_t flight = in_flight();
     return cwnd > flight ? uint32_t(std::min<uint64_t>(cwnd - flight, UINT32_MAX)) : 0;
 }
@@ -227,6 +227,7 @@ uint32_t Tcb::emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant n
     SeqNum end = seq + n + (fin ? 1 : 0);
     if (retransmit || seq - snd_.max < 0) {
         st_.bytes_retransmitted += n;
+        if (end - seq > 0) undo_note_retransmit(seq, end, now);
         if (rtt_timing_ && seq - rtt_seq_ < 0) rtt_timing_ = false; // Karn
     } else if (!rtt_timing_ && n > 0) {
         rtt_timing_ = true;
@@ -254,10 +255,11 @@ void Tcb::output_recovery(Instant now, Actions& out) {
         return true;
     };
     for (int guard = 0; guard < 64; ++guard) {
-        uint32_t pipe = sb_.pipe(snd_.una, snd_.max, high_rxt_, snd_.mss);
+        const uint32_t dupthresh = dup_thresh();
+        uint32_t pipe = sb_.pipe(snd_.una, snd_.max, high_rxt_, snd_.mss, dupthresh);
         if (cc_.cwnd() < pipe + snd_.mss) break;
         // NextSeg rule 1: lost and un-SACKed.
-        if (auto rg = sb_.next_lost(snd_.una, high_rxt_, snd_.mss)) {
+        if (auto rg = sb_.next_lost(snd_.una, high_rxt_, snd_.mss, dupthresh)) {
             if (!retransmit(*rg)) break;
             continue;
         }

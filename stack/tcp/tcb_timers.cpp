@@ -46,6 +46,12 @@ void Tcb::on_rto(Instant now, Actions& out) {
         to_closed(CloseReason::RetransmitTimeout, out);
         return;
     }
+    if (backoff_ == 0) {
+        undo_begin(true);  // one episode for a run of timeouts
+        // A timeout with DupThresh segments SACKed: the raised threshold hid a
+        // loss (Linux's tcp_enter_loss() lowers tp->reordering the same way).
+        if (sack_ok_ && sb_.sacked_bytes() >= kDupThresh * snd_.mss) reordering_ = kDupThresh;
+    }
     ++backoff_;
     rto_ = std::min<Duration>(rto_ * 2, cfg_.max_rto);      // RFC 6298 §5.5
     cc_.on_rto(uint32_t(snd_.max - snd_.una), now);          // RFC 5681 §3.1 eq. 4, cwnd = 1 MSS

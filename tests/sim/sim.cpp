@@ -164,6 +164,7 @@ void SimNet::handle_event(Side s, const tcp::Event& ev) {
         break;
     case tcp::EventKind::PeerFin:
         e.peer_fin = true;
+        if (const tcp::Tcb* t = host(s).find(e.id)) e.stats = t->stats();
         if (e.echo) {
             touched_.push_back(&e);
             break;
@@ -174,6 +175,7 @@ void SimNet::handle_event(Side s, const tcp::Event& ev) {
         }
         break;
     case tcp::EventKind::Closed:
+        if (const tcp::Tcb* t = host(s).find(e.id)) e.stats = t->stats();
         e.closed = true;
         e.closed_at = now_;
         e.reason = ev.reason;

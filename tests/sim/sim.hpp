@@ -62,6 +62,7 @@ struct Endpoint {
     bool connected = false, fin_queued = false, peer_fin = false, close_called = false, closed = false;
     tcp::CloseReason reason = tcp::CloseReason::None;
     Instant connected_at, closed_at;
+    tcp::Stats stats;         // the TCB's counters when the peer's FIN arrived (and at Closed, if still there)
 };
 
 struct SimConfig {
