@@ -65,7 +65,7 @@ inline constexpr const char* kLimitUsage =
     "    --snd-buf BYTES           send buffer (default 1048576)\n"
     "    --rcv-buf BYTES           receive window ceiling (default 1048576)\n"
     "    --reassembly-bytes N      out-of-order bytes held (default 4194304)\n"
-    "    --reassembly-segments N   out-of-order segments held (default 256)\n";
+    "    --reassembly-segments N   out-of-order segments held (default 1024)\n";
 
 class Cli {
 public:

@@ -255,7 +255,8 @@ private:
         std::fprintf(stderr,
                      "conn :%u: srtt=%lldus rto=%lldus cwnd=%u ssthresh=%u segs_out=%llu retrans(rto/fast/sack)=%llu/%llu/%llu "
                      "bytes_retransmitted=%llu fast_recoveries=%llu dupacks=%llu ooo_in=%llu "
-                     "drops(window/paws/room/all)=%llu/%llu/%llu/%llu dsacks=%llu rescue=%llu\n",
+                     "drops(window/paws/room/all)=%llu/%llu/%llu/%llu dsacks=%llu rescue=%llu undone(recovery/rto)=%llu/%llu "
+                     "reordering=%u\n",
                      c.local().port, (long long)(x.srtt.count() / 1000), (long long)(x.rto.count() / 1000), x.cwnd,
                      x.ssthresh, (unsigned long long)x.segs_out, (unsigned long long)x.retrans_timeout,
                      (unsigned long long)x.retrans_fast, (unsigned long long)x.retrans_sack,
@@ -263,7 +264,8 @@ private:
                      (unsigned long long)x.dupacks, (unsigned long long)x.ooo_segments,
                      (unsigned long long)x.drop_out_of_window, (unsigned long long)x.drop_paws,
                      (unsigned long long)x.drop_no_room, (unsigned long long)x.drops, (unsigned long long)x.dsacks_sent,
-                     (unsigned long long)x.retrans_rescue);
+                     (unsigned long long)x.retrans_rescue, (unsigned long long)x.undo_recoveries,
+                     (unsigned long long)x.undo_rtos, x.reordering);
     }
     uint64_t total_;
     bool conn_stats_;
@@ -315,8 +317,7 @@ int main(int argc, char** argv) {
     std::atomic<unsigned> engines_done{0};
     std::string connect_error;
     auto t0 = std::chrono::steady_clock::now();
-    ConnOptions copts;
-    copts.cc = o.cc;
+    const ConnOptions copts = o.rt.engine.conn;  // --cc, --snd-buf, --rcv-buf, --reassembly-*
     rt->run([&](Engine& e) {
         StreamClient& cl = *clients[e.index()];
         unsigned n = o.conns / rt->engine_count() + (e.index() < o.conns % rt->engine_count() ? 1 : 0);

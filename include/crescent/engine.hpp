@@ -102,9 +102,12 @@ struct ConnOptions {
     // this many bytes and segments (a segment past either bound is dropped,
     // counted in ConnStats::drop_no_room, and retransmitted by the peer).
     // Each held segment pins its whole RX obj, so the segment bound is the
-    // one that caps memory against a peer sending tiny segments.
+    // one that caps memory against a peer sending tiny segments. Keep
+    // reassembly_segments x MSS at or above rcv_buf: a hole that lasts (a lost
+    // retransmission waits for the peer's RTO, 200 ms on Linux) lets the peer
+    // fill the whole window behind it, and what does not fit is dropped.
     uint32_t reassembly_bytes = 4u << 20;    // out-of-order bytes held at most
-    uint32_t reassembly_segments = 256;      // out-of-order segments held at most
+    uint32_t reassembly_segments = 1024;     // out-of-order segments held at most (1 MiB / 1024 B)
 };
 
 // The result of Conn::send() and send_copy(): all or nothing.
@@ -204,6 +207,14 @@ struct ConnStats {
     // \var retrans_rescue
     // Rescue retransmissions (RFC 6675 §4, rule 4 of NextSeg()).
     uint64_t dsacks_sent = 0, retrans_rescue = 0;
+    // \var undo_recoveries
+    // Fast recoveries proven spurious (D-SACK or timestamps) and undone.
+    // \var undo_rtos
+    // Retransmission timeouts proven spurious and undone.
+    // \var reordering
+    // Segments the path was seen to reorder by: the duplicate-ACK threshold (3 until seen more).
+    uint64_t undo_recoveries = 0, undo_rtos = 0;
+    uint32_t reordering = 0;
     uint32_t rx_queued = 0;                   // batch mode: bytes waiting for read()
 };
 

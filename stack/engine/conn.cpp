@@ -283,6 +283,9 @@ ConnStats EngineImpl::conn_stats(uint32_t index, uint32_t gen) const {
     o.drop_no_room = x.drop_no_room;
     o.dsacks_sent = x.dsacks_sent;
     o.retrans_rescue = x.retrans_rescue;
+    o.undo_recoveries = x.undo_recoveries;
+    o.undo_rtos = x.undo_rtos;
+    o.reordering = x.reordering;
     o.rx_queued = uint32_t(s->rxq_bytes);
     return o;
 }

@@ -21,7 +21,7 @@ using wire::SackBlock;
 using wire::SeqNum;
 
 struct ReassemblyLimits {
-    uint32_t max_segments = 256;
+    uint32_t max_segments = 1024;  // a 1 MiB window of segments of 1 KiB or more
     uint32_t max_bytes = 4u << 20;
 };
 

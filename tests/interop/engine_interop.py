@@ -726,6 +726,8 @@ def case_tap(testbed):
             cli.kill()
             out, err = cli.communicate()
         print(f"-- crescent client <-> Linux server over net_tap, 1% loss, 4 x {mib} MiB each way:", out.strip())
+        # Each connection's loss recovery (retransmissions, undone responses, reordering).
+        print("\n".join(l for l in err.splitlines() if l.startswith("conn :")))
         if cli.returncode != 0:
             print(err.strip()[-3000:])
         ok = ok and cli.returncode == 0 and '"ok":true' in out and zero_copy_ok(err, "client")
