@@ -8,7 +8,10 @@
 //   RFC 6691  MSS option value
 //   RFC 2018  SACK (receiver blocks) / RFC 6675 SACK-based loss recovery
 //   RFC 5681, RFC 6582  congestion control / NewReno fast recovery (SACK off)
-//   RFC 3042  limited transmit
+//   RFC 3042  limited transmit (extended to a raised DupThresh, RFC 4653 §3.1)
+//   RFC 2883, RFC 3708, RFC 3522, RFC 4015  D-SACK; spurious fast recoveries
+//             and RTOs detected (D-SACK, Eifel) and undone; a DupThresh that
+//             follows the path's reordering (tcb_undo.cpp)
 //   RFC 3168  ECN negotiation; RFC 8257 §3.2 DCTCP precise CE echo
 //   RFC 5961  challenge ACKs (RST, SYN, ACK validity) with a rate limit
 //   RFC 1122  delayed ACK, keepalive, zero-window probes; SWS avoidance (§4.2.3.3/4)
