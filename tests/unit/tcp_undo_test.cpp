@@ -99,6 +99,17 @@ uint32_t spurious_fast_retransmit(Peer& p, uint32_t tsecr = 0) {
     return v;
 }
 
+// The first test's exchange: a spurious fast retransmission that a D-SACK
+// proves, leaving the reordering degree at 4 and snd.una at 5000.
+void reordered_by_4(Peer& p) {
+    p.send_segments(5);
+    spurious_fast_retransmit(p);
+    p.ack(5000);
+    p.ack(5000, {{0, 1000}});
+    REQUIRE(p.t.tcb->stats().undo_recoveries == 1);
+    REQUIRE(p.t.tcb->stats().reordering == 4);
+}
+
 } // namespace
 
 TEST_CASE("RFC 3708: a D-SACK for every retransmission of a recovery undoes its cwnd reduction", "[tcp][undo][sack]") {
@@ -169,11 +180,7 @@ TEST_CASE("RFC 3522 Eifel: an ACK echoing the retransmission's TSval (a real los
 TEST_CASE("RFC 6675 §2: after reordering of 4 segments, 3 SACKed segments above a hole are not a loss",
           "[tcp][undo][sack]") {
     Peer p(false);
-    p.send_segments(5);
-    spurious_fast_retransmit(p);
-    p.ack(5000);
-    p.ack(5000, {{0, 1000}});
-    REQUIRE(p.t.tcb->stats().reordering == 4);
+    reordered_by_4(p);
     // The next window: eight segments, the first held back again.
     p.send_segments(8, 'k');
     p.t.clear();
@@ -189,11 +196,7 @@ TEST_CASE("RFC 6675 §2: after reordering of 4 segments, 3 SACKed segments above
 
 TEST_CASE("RFC 4653 §3.1: while the raised threshold waits, each duplicate ACK sends new data", "[tcp][undo][sack]") {
     Peer p(false);
-    p.send_segments(5);
-    spurious_fast_retransmit(p);
-    p.ack(5000);
-    p.ack(5000, {{0, 1000}});
-    REQUIRE(p.t.tcb->stats().reordering == 4);
+    reordered_by_4(p);
     const uint32_t cwnd = p.t.tcb->stats().cwnd;
     // A full window in flight, more queued.
     const int inflight = int(cwnd / kMss);
@@ -246,11 +249,7 @@ TEST_CASE("RFC 3522: after a real RTO (the ACK echoes the retransmission) the se
 
 TEST_CASE("an RTO with DupThresh segments SACKed lowers a raised reordering degree", "[tcp][undo][rto]") {
     Peer p(false);
-    p.send_segments(5);
-    spurious_fast_retransmit(p);
-    p.ack(5000);
-    p.ack(5000, {{0, 1000}});
-    REQUIRE(p.t.tcb->stats().reordering == 4);
+    reordered_by_4(p);
     p.send_segments(8, 'k');
     p.ack(5000, {{6000, 9000}});  // 3 SACKed: under the raised threshold
     CHECK(p.t.tcb->stats().fast_recoveries == 1);
