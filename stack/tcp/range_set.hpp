@@ -41,21 +41,35 @@ public:
     }
 
     // Removes [left, right); returns how many bytes of it were in the set.
+    // In place: at most one range splits in two (past kMaxRanges its upper
+    // part is forgotten and the set marked overflowed).
     uint32_t remove(wire::SeqNum left, wire::SeqNum right) {
         uint32_t removed = 0;
-        std::vector<wire::SackBlock> keep;
-        keep.reserve(r_.size() + 1);
-        for (const wire::SackBlock& b : r_) {
-            wire::SeqNum ol = wire::seq_max(b.left, left), orr = wire::seq_min(b.right, right);
+        for (size_t i = 0; i < r_.size();) {
+            wire::SackBlock& b = r_[i];
+            const wire::SeqNum ol = wire::seq_max(b.left, left), orr = wire::seq_min(b.right, right);
             if (!(ol < orr)) {
-                keep.push_back(b);
+                ++i;
                 continue;
             }
             removed += uint32_t(orr - ol);
-            if (b.left < ol) keep.push_back(wire::SackBlock{b.left, ol});
-            if (orr < b.right) keep.push_back(wire::SackBlock{orr, b.right});
+            const bool below = b.left < ol, above = orr < b.right;
+            if (below && above) {
+                const wire::SackBlock upper{orr, b.right};
+                b.right = ol;
+                if (r_.size() < kMaxRanges) r_.insert(r_.begin() + ptrdiff_t(i) + 1, upper);
+                else overflow_ = true;
+                i += 2;
+            } else if (below) {
+                b.right = ol;
+                ++i;
+            } else if (above) {
+                b.left = orr;
+                ++i;
+            } else {
+                r_.erase(r_.begin() + ptrdiff_t(i));
+            }
         }
-        r_.swap(keep);
         return removed;
     }
 

@@ -256,3 +256,38 @@ TEST_CASE("an RTO with DupThresh segments SACKed lowers a raised reordering degr
     p.to_rto();  // nothing more comes
     CHECK(p.t.tcb->stats().reordering == kDupThresh);
 }
+
+TEST_CASE("SeqRangeSet: merge on add, split on remove, trim, and the bound", "[tcp][undo]") {
+    SeqRangeSet s;
+    s.add(rel(0), rel(1000));
+    s.add(rel(2000), rel(3000));
+    s.add(rel(1000), rel(2000));  // adjacent on both sides: one range
+    CHECK(s.contains(rel(0)));
+    CHECK(s.contains(rel(2999)));
+    CHECK_FALSE(s.contains(rel(3000)));
+    CHECK(s.remove(rel(1000), rel(1500)) == 500);  // splits it
+    CHECK(s.contains(rel(999)));
+    CHECK_FALSE(s.contains(rel(1200)));
+    CHECK(s.contains(rel(1500)));
+    CHECK(s.remove(rel(1000), rel(1500)) == 0);    // reported before
+    CHECK(s.remove(rel(500), rel(2500)) == 1500);  // across the gap: 500 + 1000
+    s.trim_below(rel(2600));
+    CHECK_FALSE(s.contains(rel(2599)));
+    CHECK(s.contains(rel(2600)));
+    CHECK(s.remove(rel(0), rel(5000)) == 400);
+    CHECK(s.empty());
+    CHECK_FALSE(s.overflowed());
+    // Wrapping sequence numbers are ranges like any other.
+    const SeqNum top(0xffffff00u);
+    s.add(top, top + 0x200);
+    CHECK(s.contains(SeqNum(0x50)));
+    CHECK(s.remove(SeqNum(0), SeqNum(0x100)) == 0x100);
+    CHECK(s.contains(SeqNum(0xffffff80u)));
+    CHECK_FALSE(s.contains(SeqNum(0x80)));
+    s.clear();
+    for (uint32_t i = 0; i < SeqRangeSet::kMaxRanges; ++i) s.add(rel(2000 * i), rel(2000 * i + 1000));
+    CHECK_FALSE(s.overflowed());
+    s.add(rel(2000 * 100), rel(2000 * 100 + 1000));  // one range too many: forgotten, and said so
+    CHECK(s.overflowed());
+    CHECK_FALSE(s.contains(rel(2000 * 100)));
+}
