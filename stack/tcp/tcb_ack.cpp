@@ -166,7 +166,10 @@ void Tcb::ack_advanced(const TcpRepr& seg, Instant now, Actions& out) {
         s.now = now;
         cc_.on_ack(s);
     }
-    if (!rxt_.empty() || undo_.cc) undo_on_ack(seg);  // something was sent again
+    // Something was sent again (its ranges trimmed here), or an open episode
+    // that this ACK's timestamp may still prove spurious. One that only a
+    // D-SACK can prove now (process_sack()) costs an ACK nothing.
+    if (!rxt_.empty() || (undo_.cc && undo_.eifel)) undo_on_ack(seg);
     // ECN reaction (RFC 3168 §6.1.2: once per window; DCTCP: the CC rate-limits).
     if (ece && !in_recovery_) {
         bool dctcp = cc_.algo() == CcAlgo::Dctcp;
