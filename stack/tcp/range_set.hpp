@@ -1,14 +1,17 @@
-// crescent — a small set of sequence ranges, for the sender's record of what
-// it retransmitted (tcb_undo.cpp): ranges are added when sent again, removed
-// when a D-SACK reports them duplicate, trimmed at the cumulative ACK.
+// crescent — a small set of sequence ranges: the SACK scoreboard's SACKed
+// ranges (scoreboard.hpp), and the sender's record of what it retransmitted
+// (tcb_undo.cpp: added when sent again, removed when a D-SACK reports them
+// duplicate, trimmed at the cumulative ACK).
 //
 // Sorted, disjoint, adjacent ranges merged, at most kMaxRanges of them: an
-// add() that would need more marks the set overflowed (it then no longer
-// knows exactly what it holds; callers treat it as "maybe anything").
+// add() that would need more is refused and marks the set overflowed (it
+// then no longer knows exactly what it holds; the retransmission record's
+// callers treat it as "maybe anything").
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "stack/wire/wire.hpp"
@@ -19,11 +22,19 @@ class SeqRangeSet {
 public:
     static constexpr size_t kMaxRanges = 64;
 
-    void add(wire::SeqNum left, wire::SeqNum right) {
-        if (!(left < right)) return;
+    // Adds [left, right); *added (if given) gets how many of its bytes were
+    // not in the set yet. False when refused for the bound.
+    bool add(wire::SeqNum left, wire::SeqNum right, uint32_t* added = nullptr) {
+        if (added) *added = 0;
+        if (!(left < right)) return true;
+        const wire::SeqNum l0 = left, r0 = right;
         auto first = std::partition_point(r_.begin(), r_.end(), [&](const wire::SackBlock& b) { return b.right < left; });
         auto last = first;
+        uint32_t covered = 0;
         while (last != r_.end() && last->left <= right) {
+            // Overlap of [l0, r0) with *last, counted once per range.
+            const wire::SeqNum ol = wire::seq_max(last->left, l0), orr = wire::seq_min(last->right, r0);
+            if (ol < orr) covered += uint32_t(orr - ol);
             left = wire::seq_min(left, last->left);
             right = wire::seq_max(right, last->right);
             ++last;
@@ -31,13 +42,15 @@ public:
         if (first == last) {
             if (r_.size() >= kMaxRanges) {
                 overflow_ = true;
-                return;
+                return false;
             }
             r_.insert(first, wire::SackBlock{left, right});
         } else {
             *first = wire::SackBlock{left, right};
             r_.erase(first + 1, last);
         }
+        if (added) *added = uint32_t(r0 - l0) - covered;
+        return true;
     }
 
     // Removes [left, right); returns how many bytes of it were in the set.
@@ -85,7 +98,14 @@ public:
         return false;
     }
 
+    std::span<const wire::SackBlock> ranges() const { return r_; }
     bool empty() const { return r_.empty(); }
+    size_t size() const { return r_.size(); }
+    uint32_t bytes() const {
+        uint32_t n = 0;
+        for (const wire::SackBlock& b : r_) n += uint32_t(b.right - b.left);
+        return n;
+    }
     bool overflowed() const { return overflow_; }
     void clear() {
         r_.clear();

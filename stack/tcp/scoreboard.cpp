@@ -18,10 +18,6 @@
 
 namespace crescent::tcp {
 
-namespace {
-uint32_t len(const SackBlock& b) { return uint32_t(b.right - b.left); }
-} // namespace
-
 bool SackScoreboard::first_is_dsack(SeqNum ack, std::span<const SackBlock> blocks) {
     if (blocks.empty()) return false;
     const SackBlock& b = blocks[0];
@@ -44,53 +40,27 @@ SackScoreboard::Update SackScoreboard::update(SeqNum snd_una, SeqNum snd_nxt, st
             u.ignored++;
             continue;
         }
-        // Merge [b.left, b.right) into the sorted, disjoint, non-adjacent ranges.
-        auto first = std::partition_point(ranges_.begin(), ranges_.end(),
-                                          [&](const SackBlock& r) { return r.right < b.left; });
-        auto last = first;
-        SeqNum left = b.left, right = b.right;
-        uint32_t covered = 0;
-        while (last != ranges_.end() && last->left <= right) {
-            // Overlap of [b.left, b.right) with *last, counted once per range.
-            SeqNum ol = seq_max(last->left, b.left), orr = seq_min(last->right, b.right);
-            if (ol < orr) covered += uint32_t(orr - ol);
-            left = seq_min(left, last->left);
-            right = seq_max(right, last->right);
-            ++last;
+        uint32_t added = 0;
+        if (!ranges_.add(b.left, b.right, &added)) { // a new range would exceed the bound
+            u.ignored++;
+            continue;
         }
-        if (first == last) {
-            if (ranges_.size() >= kMaxScoreboardRanges) { // a new range would exceed the bound
-                u.ignored++;
-                continue;
-            }
-            ranges_.insert(first, SackBlock{left, right});
-        } else {
-            *first = SackBlock{left, right};
-            ranges_.erase(first + 1, last);
-        }
-        u.newly_sacked += len(b) - covered;
+        u.newly_sacked += added;
     }
     return u;
 }
 
-void SackScoreboard::advance(SeqNum snd_una) {
-    auto it = std::partition_point(ranges_.begin(), ranges_.end(), [&](const SackBlock& r) { return r.right <= snd_una; });
-    ranges_.erase(ranges_.begin(), it);
-    if (!ranges_.empty() && ranges_.front().left < snd_una) ranges_.front().left = snd_una;
-}
+void SackScoreboard::advance(SeqNum snd_una) { ranges_.trim_below(snd_una); }
 
-bool SackScoreboard::is_sacked(SeqNum seq) const {
-    for (const SackBlock& r : ranges_)
-        if (seq_in(seq, r.left, r.right)) return true;
-    return false;
-}
+bool SackScoreboard::is_sacked(SeqNum seq) const { return ranges_.contains(seq); }
 
 bool SackScoreboard::is_lost(SeqNum seq, uint32_t smss, uint32_t dupthresh) const {
     // RFC 6675 §4 IsLost(SeqNum): DupThresh discontiguous SACKed sequences
     // above SeqNum, or more than (DupThresh - 1) * SMSS SACKed bytes above it.
     uint32_t discontiguous = 0;
     uint64_t bytes = 0;
-    for (auto it = ranges_.rbegin(); it != ranges_.rend(); ++it) {
+    const auto ranges = ranges_.ranges();
+    for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
         if (it->right <= seq + 1) break; // nothing of this range (or below) is above seq
         SeqNum from = seq_max(it->left, seq + 1);
         bytes += uint32_t(it->right - from);
@@ -111,7 +81,7 @@ uint32_t SackScoreboard::pipe(SeqNum snd_una, SeqNum snd_nxt, SeqNum high_rxt, u
         if (a < high_rxt) pipe += uint32_t(seq_min(b, high_rxt) - a);
     };
     SeqNum cur = snd_una;
-    for (const SackBlock& r : ranges_) {
+    for (const SackBlock& r : ranges_.ranges()) {
         if (r.right <= cur) continue;
         if (snd_nxt <= r.left) break;
         hole(cur, r.left);
@@ -126,7 +96,7 @@ std::optional<SackScoreboard::Range> SackScoreboard::next_unsacked(SeqNum snd_un
     // (1.a) S3 >= high_rxt (not yet retransmitted) and (1.b) S3 below the highest SACKed octet.
     if (ranges_.empty() || smss == 0) return std::nullopt;
     SeqNum s = seq_max(snd_una, high_rxt);
-    for (const SackBlock& r : ranges_) {
+    for (const SackBlock& r : ranges_.ranges()) {
         if (r.right <= s) continue;
         if (s < r.left) return Range{s, std::min(smss, uint32_t(r.left - s))};
         s = r.right; // s is inside this range: skip it
@@ -144,12 +114,8 @@ std::optional<SackScoreboard::Range> SackScoreboard::next_lost(SeqNum snd_una, S
     return r;
 }
 
-SeqNum SackScoreboard::highest_sacked() const { return ranges_.empty() ? SeqNum() : ranges_.back().right; }
+SeqNum SackScoreboard::highest_sacked() const { return ranges_.empty() ? SeqNum() : ranges_.ranges().back().right; }
 
-uint32_t SackScoreboard::sacked_bytes() const {
-    uint32_t n = 0;
-    for (const SackBlock& r : ranges_) n += len(r);
-    return n;
-}
+uint32_t SackScoreboard::sacked_bytes() const { return ranges_.bytes(); }
 
 } // namespace crescent::tcp

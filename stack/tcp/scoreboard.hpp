@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "stack/tcp/range_set.hpp"
 #include "stack/wire/wire.hpp"
 
 namespace crescent::tcp {
@@ -19,7 +20,7 @@ using wire::SackBlock;
 using wire::SeqNum;
 
 inline constexpr uint32_t kDupThresh = 3;
-inline constexpr uint32_t kMaxScoreboardRanges = 64; // bound on state per connection
+inline constexpr uint32_t kMaxScoreboardRanges = SeqRangeSet::kMaxRanges; // bound on state per connection
 
 class SackScoreboard {
 public:
@@ -62,7 +63,7 @@ public:
     void clear() { ranges_.clear(); }
 
 private:
-    std::vector<SackBlock> ranges_; // sorted, disjoint, non-adjacent
+    SeqRangeSet ranges_; // sorted, disjoint, non-adjacent
 };
 
 } // namespace crescent::tcp

@@ -468,7 +468,7 @@ private:
     // Reordering and undo (tcb_undo.cpp).
     uint32_t dup_thresh() const;
     void note_reordering(SeqNum late, SeqNum fack);
-    void check_sack_reordering(const TcpRepr& seg);
+    void check_sack_reordering(SeqNum ack, std::span<const SackBlock> blocks);
     void undo_begin(bool rto);
     void undo_note_retransmit(SeqNum seq, SeqNum end, Instant now);
     void undo_on_dsack(const SackBlock& b);

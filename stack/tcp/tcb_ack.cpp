@@ -19,10 +19,7 @@ using namespace detail;
 bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Actions& out) {
     if (seg.has(ECE) && ecn_ok_) ++st_.ecn_ece_received;
     uint32_t newly_sacked = 0;
-    if (sack_ok_ && seg.opts.sack_count > 0) {
-        check_sack_reordering(seg);
-        process_sack(seg, &newly_sacked);
-    }
+    if (sack_ok_ && seg.opts.sack_count > 0) process_sack(seg, &newly_sacked);
 
     if (seg.ack - snd_.una > 0) {
         ack_advanced(seg, now, out);
@@ -58,9 +55,11 @@ bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Act
 }
 
 void Tcb::process_sack(const TcpRepr& seg, uint32_t* newly_sacked) {
-    size_t n = std::min<size_t>(seg.opts.sack_count, wire::kMaxSackBlocks);
-    auto u = sb_.update(seg.ack - snd_.una > 0 ? seg.ack : snd_.una, snd_.max,
-                        std::span<const SackBlock>(seg.opts.sack.data(), n));
+    const size_t n = std::min<size_t>(seg.opts.sack_count, wire::kMaxSackBlocks);
+    const auto blocks = std::span<const SackBlock>(seg.opts.sack.data(), n);
+    const SeqNum ack = seg.ack - snd_.una > 0 ? seg.ack : snd_.una;
+    check_sack_reordering(ack, blocks);  // against the scoreboard before these blocks
+    auto u = sb_.update(ack, snd_.max, blocks);
     *newly_sacked = u.newly_sacked;
     if (u.dsack) undo_on_dsack(seg.opts.sack[0]);
 }

@@ -45,12 +45,9 @@ void Tcb::note_reordering(SeqNum late, SeqNum fack) {
 // Before the scoreboard takes an ACK's SACK blocks: a block that starts in
 // a hole below the highest SACKed byte, in a range never sent again, is an
 // original that other data overtook.
-void Tcb::check_sack_reordering(const TcpRepr& seg) {
+void Tcb::check_sack_reordering(SeqNum ack, std::span<const SackBlock> blocks) {
     if (sb_.empty() || rxt_.overflowed()) return;
     const SeqNum fack = sb_.highest_sacked();
-    const SeqNum ack = seg.ack - snd_.una > 0 ? seg.ack : snd_.una;
-    const auto blocks = std::span<const SackBlock>(seg.opts.sack.data(),
-                                                   std::min<size_t>(seg.opts.sack_count, wire::kMaxSackBlocks));
     for (size_t i = SackScoreboard::first_is_dsack(ack, blocks) ? 1 : 0; i < blocks.size(); ++i) {
         const SackBlock& b = blocks[i];
         if (!(b.left < b.right) || b.left < ack || !(b.left < fack)) continue;

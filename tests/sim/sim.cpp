@@ -150,6 +150,9 @@ void SimNet::handle_event(Side s, const tcp::Event& ev) {
     auto it = eps.find(key(ev.conn));
     if (it == eps.end()) return; // e.g. a connection accepted later through Acceptable
     Endpoint& e = *it->second;
+    auto snapshot_stats = [&] {
+        if (const tcp::Tcb* t = host(s).find(e.id)) e.stats = t->stats();
+    };
     switch (ev.kind) {
     case tcp::EventKind::Connected:
         if (!e.connected) {
@@ -164,7 +167,7 @@ void SimNet::handle_event(Side s, const tcp::Event& ev) {
         break;
     case tcp::EventKind::PeerFin:
         e.peer_fin = true;
-        if (const tcp::Tcb* t = host(s).find(e.id)) e.stats = t->stats();
+        snapshot_stats();
         if (e.echo) {
             touched_.push_back(&e);
             break;
@@ -175,7 +178,7 @@ void SimNet::handle_event(Side s, const tcp::Event& ev) {
         }
         break;
     case tcp::EventKind::Closed:
-        if (const tcp::Tcb* t = host(s).find(e.id)) e.stats = t->stats();
+        snapshot_stats();
         e.closed = true;
         e.closed_at = now_;
         e.reason = ev.reason;
