@@ -98,6 +98,12 @@ struct ConnOptions {
     // first (RFC 1122 §4.2.3.5 R2, at least 100 s; TCP_USER_TIMEOUT-like).
     // 0 = after the 12 retransmissions alone (~41 s from a 5 ms RTO).
     Duration user_timeout = std::chrono::seconds(100);
+    // Find a lost tail without the retransmission timeout: a tail loss probe
+    // (RFC 8985 §7) after ~2 round trips when the ACKs stop, and early
+    // retransmit (RFC 5827) when fewer than four segments are out. Needs
+    // SACK. Every RPC message is a tail: off, a lost last segment waits for
+    // the RTO (5 ms floor; Linux's is 200 ms).
+    bool tail_loss_probe = true;
     // Out-of-order data held for reassembly (RFC 9293 §3.10.7.4): at most
     // this many bytes and segments (a segment past either bound is dropped,
     // counted in ConnStats::drop_no_room, and retransmitted by the peer).
@@ -215,6 +221,11 @@ struct ConnStats {
     // Segments the path was seen to reorder by: the duplicate-ACK threshold (3 until seen more).
     uint64_t undo_recoveries = 0, undo_rtos = 0;
     uint32_t reordering = 0;
+    // \var tlp_probes
+    // Tail loss probes sent (RFC 8985 §7.3).
+    // \var tlp_recoveries
+    // Of those, probes that repaired a loss (the window was reduced).
+    uint64_t tlp_probes = 0, tlp_recoveries = 0;
     uint32_t rx_queued = 0;                   // batch mode: bytes waiting for read()
 };
 

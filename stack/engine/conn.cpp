@@ -286,6 +286,8 @@ ConnStats EngineImpl::conn_stats(uint32_t index, uint32_t gen) const {
     o.undo_recoveries = x.undo_recoveries;
     o.undo_rtos = x.undo_rtos;
     o.reordering = x.reordering;
+    o.tlp_probes = x.tlp_probes;
+    o.tlp_recoveries = x.tlp_recoveries;
     o.rx_queued = uint32_t(s->rxq_bytes);
     return o;
 }

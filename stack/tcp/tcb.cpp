@@ -146,6 +146,7 @@ void Tcb::fast_path(const TcpRepr& seg, Slice payload, Instant now, Actions& out
     const bool window_moved = (uint32_t(seg.window) << snd_.wscale) != snd_.wnd;
     if (advanced) ack_advanced(seg, now, out);
     else if (window_moved) update_window(seg);
+    if (!advanced && tlp_.active) [[unlikely]] tlp_on_dupack(seg.ack, !payload.empty() || window_moved);
     if (!payload.empty()) {
         uint32_t n = uint32_t(payload.size());
         rcv_.nxt += n;
@@ -604,7 +605,7 @@ void Tcb::on_fin_received(Instant now, Actions& out) {
 
 void Tcb::enter_time_wait(Instant now, Actions& out) {
     state_ = State::TimeWait;
-    rto_at_ = persist_at_ = keepalive_at_ = Instant::never();
+    rto_at_ = pto_at_ = persist_at_ = keepalive_at_ = Instant::never();
     state_at_ = now + cfg_.time_wait;
     // Everything we sent is acknowledged: nothing left in the queue.
     if (!closed_reported_) {
@@ -616,7 +617,7 @@ void Tcb::enter_time_wait(Instant now, Actions& out) {
 
 void Tcb::to_closed(CloseReason why, Actions& out) {
     state_ = State::Closed;
-    rto_at_ = persist_at_ = delack_at_ = keepalive_at_ = state_at_ = Instant::never();
+    rto_at_ = pto_at_ = persist_at_ = delack_at_ = keepalive_at_ = state_at_ = Instant::never();
     ack_now_ = false;
     ack_at_flush_ = false;
     window_update_due_ = false;

@@ -12,6 +12,7 @@
 //   RFC 2883, RFC 3708, RFC 3522, RFC 4015  D-SACK; spurious fast recoveries
 //             and RTOs detected (D-SACK, Eifel) and undone; a DupThresh that
 //             follows the path's reordering (tcb_undo.cpp)
+//   RFC 8985 §7  tail loss probe; RFC 5827  early retransmit (tcb_tlp.cpp)
 //   RFC 3168  ECN negotiation; RFC 8257 §3.2 DCTCP precise CE echo
 //   RFC 5961  challenge ACKs (RST, SYN, ACK validity) with a rate limit
 //   RFC 1122  delayed ACK, keepalive, zero-window probes; SWS avoidance (§4.2.3.3/4)
@@ -150,6 +151,23 @@ struct Config {
     // their values before it (RFC 4015); after a spurious RTO, sending
     // resumes with new data instead of going back N.
     bool undo = true;
+
+    // RFC 8985 §7 tail loss probe (tcb_tlp.cpp): when the ACKs stop with data
+    // outstanding and no recovery under way, send one segment (new data, or
+    // the last one again) after a probe timeout instead of waiting for the
+    // RTO, so that a lost tail — every RPC message has one — is found in
+    // about two round trips. PTO = max(2 SRTT, tlp_min_pto), plus
+    // tlp_max_ack_delay when one segment is in flight (the peer may be
+    // holding its ACK: crescent's delayed_ack is 1 ms, Linux's at least 40 ms,
+    // where a probe is only a duplicate it reports). Needs SACK.
+    bool tlp = true;
+    Duration tlp_min_pto = std::chrono::microseconds(200);
+    Duration tlp_max_ack_delay = std::chrono::milliseconds(2);
+    // RFC 5827 early retransmit: with fewer than four segments outstanding
+    // and nothing new to send, oseg - 1 duplicate ACKs (or SACKed segments)
+    // mark the first hole lost — a 4 KiB message is three segments, and
+    // DupThresh 3 could never be reached. Off once the path has reordered.
+    bool early_retransmit = true;
 
     ReassemblyLimits reassembly;  // bounded out-of-order memory
 
@@ -306,6 +324,8 @@ struct Stats {
     uint64_t undo_rtos = 0;                       // RTOs proven spurious and undone
     uint64_t reorder_events = 0;                  // originals seen arriving after later data
     uint32_t reordering = 0;                      // the current reordering degree (segments; DupThresh)
+    uint64_t tlp_probes = 0;                      // tail loss probes sent (RFC 8985 §7.3)
+    uint64_t tlp_recoveries = 0;                  // probes that repaired a loss (§7.4: cwnd reduced)
     uint64_t ooo_segments = 0;                    // segments queued for reassembly
     uint64_t zero_window_events = 0;              // peer advertised zero window
     uint64_t zero_window_probes = 0;
@@ -449,6 +469,7 @@ private:
     bool process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Actions& out);
     void process_sack(const TcpRepr& seg, uint32_t* newly_sacked);
     void update_window(const TcpRepr& seg);
+    void detect_loss(Instant now, Actions& out);
     void deliver(Slice payload, Actions& out);
     void receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant now, Actions& out);
     void on_fin_received(Instant now, Actions& out);
@@ -474,6 +495,16 @@ private:
     void undo_on_dsack(const SackBlock& b);
     void undo_on_ack(const TcpRepr& seg);
     void undo_apply();
+    // Tail loss probe (tcb_tlp.cpp).
+    bool probe_allowed() const;
+    Duration probe_timeout() const;
+    void schedule_probe(Instant now);
+    void on_probe(Instant now, Actions& out);
+    void tlp_on_ack(SeqNum ack, uint32_t flight, Instant now);
+    void tlp_on_dsack(const SackBlock& b);
+    void tlp_on_dupack(SeqNum ack, bool reports_new);
+    struct TailSegment { SeqNum start; uint32_t len; };
+    TailSegment last_segment() const;
     void on_persist(Instant now, Actions& out);
     void to_closed(CloseReason why, Actions& out);
     void enter_time_wait(Instant now, Actions& out);
@@ -566,6 +597,12 @@ private:
         bool eifel = true;       // every ACK since the first retransmission echoed an older TSval
         bool rto = false;        // an RTO (else a fast recovery)
     } undo_;
+    // RFC 8985 §7.4: the open tail-loss-probe episode (one per flight).
+    struct Tlp {
+        SeqNum start, end;       // what the probe sent; end = SND.MAX after it (TLP.end_seq)
+        bool active = false;
+        bool retrans = false;    // it sent old data again (else new data: nothing to judge)
+    } tlp_;
     uint32_t dupacks_ = 0;
     bool ecn_cwr_due_ = false;   // set CWR on the next new data segment
     SeqNum ecn_recover_;         // one ECN reaction per window (RFC 3168 §6.1.2)
@@ -617,6 +654,7 @@ private:
 
     // Timers (Instant::never() when disarmed). deadline_ = min of them.
     Instant rto_at_ = Instant::never();       // retransmission (or SYN) timer
+    Instant pto_at_ = Instant::never();       // tail loss probe (before rto_at_)
     Instant persist_at_ = Instant::never();   // zero-window probe
     Instant delack_at_ = Instant::never();
     Instant keepalive_at_ = Instant::never();
@@ -673,7 +711,7 @@ inline bool Tcb::can_send_data() const {
 }
 
 inline void Tcb::update_deadline() {
-    deadline_ = min(min(min(rto_at_, persist_at_), min(delack_at_, keepalive_at_)), state_at_);
+    deadline_ = min(min(min(min(rto_at_, pto_at_), persist_at_), min(delack_at_, keepalive_at_)), state_at_);
 }
 
 inline bool Tcb::has_pending_output() const {

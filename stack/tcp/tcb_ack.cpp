@@ -23,11 +23,20 @@ bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Act
 
     if (seg.ack - snd_.una > 0) {
         ack_advanced(seg, now, out);
+        // RFC 6675 §5: an ACK that SACKs new data is a duplicate ACK for loss
+        // detection "regardless of its status as a cumulative acknowledgment"
+        // — a receiver that holds its ACKs reports the segment after a hole
+        // in the same ACK that covers the ones before it.
+        if (newly_sacked > 0 && !in_recovery_ && snd_.max != snd_.una) {
+            ++dupacks_;
+            detect_loss(now, out);
+        }
         return true;
     }
     // SEG.ACK =< SND.UNA: a duplicate (or old) ACK; maybe update the window.
     uint32_t old_wnd = snd_.wnd;
     update_window(seg);
+    if (tlp_.active) tlp_on_dupack(seg.ack, payload_len > 0 || newly_sacked > 0 || snd_.wnd != old_wnd);
     // RFC 5681 §2 DUPLICATE ACKNOWLEDGMENT (plus RFC 6675: SACK info counts).
     bool dup = seg.ack == snd_.una && payload_len == 0 && !seg.has(SYN) && !seg.has(FIN) &&
                snd_.max - snd_.una > 0 && (snd_.wnd == old_wnd || newly_sacked > 0);
@@ -37,6 +46,13 @@ bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Act
     if (in_recovery_) {
         return true; // NewReno: inflation via dupacks_ in usable_window(); SACK: pipe
     }
+    detect_loss(now, out);
+    return true;
+}
+
+// A duplicate ACK outside recovery: enough of them, or enough SACKed above
+// snd.una, start a fast recovery with the first unacknowledged segment.
+void Tcb::detect_loss(Instant now, Actions& out) {
     const uint32_t dupthresh = dup_thresh();
     bool loss = dupacks_ >= dupthresh || (sack_ok_ && sb_.is_lost(snd_.una, snd_.mss, dupthresh));
     // RFC 6582 §3.2 step 2: only if the cumulative ACK covers more than `recover`
@@ -51,7 +67,6 @@ bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Act
         }
         arm_rto(now);
     }
-    return true;
 }
 
 void Tcb::process_sack(const TcpRepr& seg, uint32_t* newly_sacked) {
@@ -61,7 +76,10 @@ void Tcb::process_sack(const TcpRepr& seg, uint32_t* newly_sacked) {
     check_sack_reordering(ack, blocks);  // against the scoreboard before these blocks
     auto u = sb_.update(ack, snd_.max, blocks);
     *newly_sacked = u.newly_sacked;
-    if (u.dsack) undo_on_dsack(seg.opts.sack[0]);
+    if (u.dsack) {
+        undo_on_dsack(seg.opts.sack[0]);
+        if (tlp_.active) tlp_on_dsack(seg.opts.sack[0]);
+    }
 }
 
 void Tcb::update_window(const TcpRepr& seg) {
@@ -83,6 +101,8 @@ void Tcb::update_window(const TcpRepr& seg) {
 void Tcb::enter_recovery(Instant now) {
     undo_begin(false);
     in_recovery_ = true;
+    tlp_.active = false;  // the recovery's response covers what a probe found
+    pto_at_ = Instant::never();
     recover_ = snd_.max;
     high_rxt_ = snd_.una;
     ++st_.fast_recoveries;
@@ -179,11 +199,13 @@ void Tcb::ack_advanced(const TcpRepr& seg, Instant now, Actions& out) {
             ecn_cwr_due_ = true;
         }
     }
-    // RFC 6298 §5.2 / §5.3.
+    if (tlp_.active) tlp_on_ack(seg.ack, flight_before, now);
+    // RFC 6298 §5.2 / §5.3; RFC 8985 §7.2 (a probe before the RTO).
     if (snd_.una == snd_.max) {
-        rto_at_ = Instant::never();
+        rto_at_ = pto_at_ = Instant::never();
     } else {
         rto_at_ = now + rto_;
+        schedule_probe(now);
     }
 }
 

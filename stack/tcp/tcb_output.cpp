@@ -282,9 +282,8 @@ void Tcb::output_recovery(Instant now, Actions& out) {
         // HighRxt is not updated.
         if (snd_.max - snd_.una > 0 && (!rescue_valid_ || snd_.una - rescue_rxt_ > 0) &&
             !sb_.is_sacked(snd_.max - 1)) {
-            const SeqNum data_hi = snd_.max - data_end() > 0 ? data_end() : snd_.max;  // a sent FIN rides along
-            const uint32_t len = std::min<uint32_t>(uint32_t(data_hi - snd_.una), snd_.mss);
-            uint32_t n = emit_data(data_hi - len, len, true, now, out);
+            const TailSegment tail = last_segment();
+            uint32_t n = emit_data(tail.start, tail.len, true, now, out);
             if (n == 0) break;
             rescue_rxt_ = recover_;
             rescue_valid_ = true;
@@ -296,6 +295,7 @@ void Tcb::output_recovery(Instant now, Actions& out) {
 
 void Tcb::output(Instant now, Actions& out) {
     if (can_send_data()) {
+        const SeqNum max_before = snd_.max;
         if (in_recovery_ && sack_ok_) output_recovery(now, out);
         for (;;) {
             int32_t unsent = data_end() - snd_.nxt;
@@ -323,6 +323,7 @@ void Tcb::output(Instant now, Actions& out) {
             if (!(full || retrans || half_wnd || (all && (!cfg_.nagle || idle)))) break;
             if (emit_data(snd_.nxt, len, retrans, now, out) == 0) break;
         }
+        if (snd_.max != max_before) schedule_probe(now);  // RFC 8985 §7.2: new data went out
         // Persist timer (RFC 9293 §3.8.6.1): data waits, nothing in flight to
         // bring a window update — probe (or force out a small segment) later.
         if (data_end() - snd_.nxt > 0 && snd_.max == snd_.una && persist_at_.is_never() && rto_at_.is_never()) {

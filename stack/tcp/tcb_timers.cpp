@@ -18,7 +18,8 @@ using namespace detail;
 void Tcb::arm_rto(Instant now) { rto_at_ = now + rto_; }
 
 void Tcb::on_rto(Instant now, Actions& out) {
-    rto_at_ = Instant::never();
+    rto_at_ = pto_at_ = Instant::never();
+    tlp_.active = false;
     ++st_.rto_events;
     if (state_ == State::SynSent || state_ == State::SynReceived) {
         if (backoff_ >= (state_ == State::SynReceived ? cfg_.synack_retries : cfg_.syn_retries)) {
@@ -107,6 +108,7 @@ void Tcb::on_timer(Instant now, Actions& out) {
             return;
         }
     }
+    if (pto_at_ <= now) on_probe(now, out);  // re-arms the RTO
     if (rto_at_ <= now) {
         on_rto(now, out);
         if (state_ == State::Closed) return;

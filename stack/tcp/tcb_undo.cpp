@@ -27,7 +27,17 @@ namespace crescent::tcp {
 // is enough (Linux's tcp_time_to_recover()); else a loss would wait for
 // the RTO whenever the window is small.
 uint32_t Tcb::dup_thresh() const {
-    if (reordering_ <= kDupThresh) return kDupThresh;
+    if (reordering_ <= kDupThresh) {
+        // RFC 5827 early retransmit: fewer than four segments outstanding
+        // and none that may go yet (nothing unsent, or no room in the peer's
+        // window) can never bring three duplicates; oseg - 1 will do.
+        if (cfg_.early_retransmit && snd_.mss &&
+            (data_end() - snd_.nxt <= 0 || (snd_.una + snd_.wnd) - snd_.nxt < int32_t(snd_.mss))) {
+            const uint32_t oseg = (uint32_t(snd_.max - snd_.una) + snd_.mss - 1) / snd_.mss;
+            if (oseg >= 2 && oseg < 4) return oseg - 1;
+        }
+        return kDupThresh;
+    }
     const uint32_t flight = snd_.mss ? uint32_t(snd_.max - snd_.una) / snd_.mss : 0;
     if (flight > reordering_) return reordering_;
     return std::max(kDupThresh, flight / 2);

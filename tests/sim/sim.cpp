@@ -102,8 +102,10 @@ void SimNet::pump(Endpoint& e) {
     if (!e.connected || e.closed || e.fin_queued) return;
     tcp::Host& h = host(e.side);
     while (e.queued < e.to_send || e.pending) {
+        if (e.ping && !e.pending && e.received < e.queued) return;  // the echo is not back yet
         if (!e.pending) {
-            size_t n = size_t(std::min<uint64_t>(cfg_.chunk, e.to_send - e.queued));
+            size_t n = size_t(std::min<uint64_t>(e.ping ? e.ping : cfg_.chunk, e.to_send - e.queued));
+            if (e.ping) e.ping_sent = now_;
             Slice s = arena_->alloc_slice(n);
             if (!s) throw std::runtime_error("sim: zbuf arena exhausted");
             std::byte* p = s.data();
@@ -246,6 +248,10 @@ void SimNet::dispatch(Side s) {
                 Endpoint& e = *it->second;
                 e.recv_hash.add(r.data.data(), n);
                 e.received += n;
+                if (e.ping && n > 0 && e.received == e.queued && !e.pending) {
+                    e.round_trips.push_back(now_ - e.ping_sent);
+                    touched_.push_back(&e);
+                }
                 if (e.echo) {  // consumed once echoed (pump_echo)
                     if (n > 0) e.echo_q.push_back(std::move(r.data));
                     touched_.push_back(&e);

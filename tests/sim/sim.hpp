@@ -59,6 +59,12 @@ struct Endpoint {
     // the backpressure of an echo server that reads only what it can write.
     bool echo = false;
     std::deque<Slice> echo_q;
+    // Ping-pong (a client of listen_echo): one message of `ping` bytes at a
+    // time, the next once the echo of the last is back; each round trip's
+    // time goes into round_trips.
+    uint32_t ping = 0;
+    Instant ping_sent;
+    std::vector<Duration> round_trips;
     bool connected = false, fin_queued = false, peer_fin = false, close_called = false, closed = false;
     tcp::CloseReason reason = tcp::CloseReason::None;
     Instant connected_at, closed_at;

@@ -65,6 +65,10 @@ public:
         c.delayed_ack_segments = 1;
         c.initial_rto = 1s;
         c.min_rto = 5ms;
+        // The RFC 5681 / 6675 / 6298 tests see DupThresh 3 and a bare RTO;
+        // tcp_tlp_test.cpp turns these two on.
+        c.tlp = false;
+        c.early_retransmit = false;
         return c;
     }
 

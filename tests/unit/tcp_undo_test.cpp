@@ -3,7 +3,7 @@
 // RFC 4653), D-SACK detection of spurious retransmissions (RFC 2883 §4,
 // RFC 3708), Eifel detection with timestamps (RFC 3522) and the Eifel
 // response (RFC 4015), each against a real loss that must not be undone.
-#include "tests/unit/tcp_fixture.hpp"
+#include "tests/unit/tcp_sack_peer.hpp"
 
 using namespace crescent;
 using namespace crescent::tcp;
@@ -11,76 +11,7 @@ using namespace crescent::tcp::test;
 
 namespace {
 
-constexpr uint32_t kMss = 1000;
-
-SeqNum rel(int64_t off) { return SeqNum(uint32_t(kIss + 1 + off)); }
-
-// A peer with SACK (and timestamps when `ts`), MSS 1000; NewReno.
-struct Peer {
-    explicit Peer(bool ts) : t(config(ts)), ts(ts) {
-        t.to_syn_sent();
-        TcpRepr synack = t.seg(SYN | ACK, -1, 0);
-        synack.opts.mss = uint16_t(kMss + (ts ? 12 : 0));  // the timestamp option takes 12 of it
-        synack.opts.sack_permitted = true;
-        if (ts) synack.opts.ts = wire::Timestamps{next_tsval(), 0};
-        t.recv(synack);
-        REQUIRE(t.tcb->state() == State::Established);
-        REQUIRE(t.tcb->stats().ts_ok == ts);
-        t.clear();
-    }
-    static Config config(bool ts) {
-        Config c = TcbFixture::default_config();
-        c.sack = true;
-        c.timestamps = ts;
-        return c;
-    }
-    uint32_t next_tsval() { return tsval += 10; }
-
-    // Queue n segments of 1000 bytes ('a', 'b', ...) and send them; returns
-    // the TSval they carry (0 without timestamps).
-    uint32_t send_segments(int n, char first = 'a') {
-        for (int i = 0; i < n; ++i) REQUIRE(t.send(std::string(kMss, char(first + i))) == SendResult::Ok);
-        t.flush();
-        std::string got;
-        for (auto& o : t.out.segments) got += t.describe(o) + "\n";
-        INFO(got);
-        REQUIRE(t.out.segments.size() == size_t(n));
-        uint32_t v = ts ? t.out.segments[0].repr.opts.ts->tsval : 0;
-        t.clear();
-        return v;
-    }
-
-    // An ACK of `ack` (relative) with SACK blocks (relative [left, right)),
-    // echoing `tsecr` when timestamps are on.
-    void ack(int64_t ack, std::initializer_list<std::pair<int64_t, int64_t>> blocks = {}, uint32_t tsecr = 0) {
-        TcpRepr a = t.seg(ACK, 0, ack);
-        for (auto [l, r] : blocks) a.opts.sack[a.opts.sack_count++] = SackBlock{rel(l), rel(r)};
-        if (ts) a.opts.ts = wire::Timestamps{next_tsval(), tsecr};
-        t.recv(a);
-    }
-
-    // Runs the clock to the first retransmission timeout.
-    void to_rto() {
-        const uint64_t before = t.tcb->stats().rto_events;
-        for (int i = 0; i < 5000 && t.tcb->stats().rto_events == before; ++i) t.advance(100us);
-        REQUIRE(t.tcb->stats().rto_events == before + 1);
-    }
-
-    bool sent_seq(int64_t off) const {
-        for (auto& o : t.out.segments)
-            if (o.repr.seq == rel(off) && o.payload_len() > 0) return true;
-        return false;
-    }
-    uint32_t tsval_of(int64_t off) const {
-        for (auto& o : t.out.segments)
-            if (o.repr.seq == rel(off) && o.repr.opts.ts) return o.repr.opts.ts->tsval;
-        return 0;
-    }
-
-    TcbFixture t;
-    bool ts;
-    uint32_t tsval = 100;
-};
+using Peer = SackPeer;
 
 // Segment 0 of five is held back: SACKs for 1..3 arrive first and the third
 // triggers a fast retransmission of 0. Returns the TSval the retransmission

@@ -1,0 +1,125 @@
+// crescent — the sans-IO TCP control block: a lost tail found without the
+// retransmission timeout (tcb.cpp holds the rest; tcb.hpp the RFC list).
+//
+//   RFC 8985 §7  Tail Loss Probe: when the ACKs stop with data outstanding and
+//                no loss recovery under way, send one segment — the next new
+//                one, or the last one sent again — after a probe timeout (PTO)
+//                of about two round trips. The ACK it draws carries the SACK
+//                blocks that start a fast recovery for whatever else is
+//                missing, or acknowledges the tail the probe repaired. §7.4: a
+//                probe that repaired a loss costs the window what a fast
+//                recovery would; one the receiver reports duplicate (D-SACK),
+//                or whose original and probe are both acknowledged by a plain
+//                duplicate ACK, costs nothing.
+//   RFC 5827     Early Retransmit (in dup_thresh(), tcb_undo.cpp): with fewer
+//                than four segments outstanding and nothing new to send,
+//                oseg - 1 duplicate ACKs (or SACKed segments) mark the hole lost.
+//
+// A request/response connection always has a tail: each message is one. The
+// RTO (5 ms floor here, 200 ms in Linux) is hundreds of round trips in a
+// datacenter; the probe makes a lost last segment of a message cost ~2 RTT
+// plus, when it was alone in flight, the peer's delayed-ACK allowance.
+//
+// Timers: the PTO has its own deadline (pto_at_), earlier than the RTO's
+// (rto_at_); a probe re-arms the RTO from the moment it goes (§7.3), so the
+// RTO only fires when the probe too drew nothing. Linux's tcp_schedule_loss_probe(),
+// tcp_send_loss_probe() and tcp_process_tlp_ack() are the same design.
+#include "stack/tcp/tcb.hpp"
+#include "stack/tcp/tcb_detail.hpp"
+
+#include <algorithm>
+
+namespace crescent::tcp {
+
+// RFC 8985 §7.2: the conditions for scheduling a probe.
+bool Tcb::probe_allowed() const {
+    return cfg_.tlp && sack_ok_ && have_rtt_ && !tlp_.active && !in_recovery_ && backoff_ == 0 && sb_.empty() &&
+           snd_.nxt == snd_.max && snd_.max != snd_.una && snd_.wnd != 0 && can_send_data();
+}
+
+// RFC 8985 §7.2: PTO = 2 * SRTT, plus the peer's delayed-ACK allowance when a
+// single segment is in flight (nothing else can make the receiver ACK at once).
+Duration Tcb::probe_timeout() const {
+    Duration pto = srtt_ * 2;
+    if (uint32_t(snd_.max - snd_.una) <= snd_.mss) pto += cfg_.tlp_max_ack_delay;
+    return std::max(pto, cfg_.tlp_min_pto);
+}
+
+// After new data went out, or an ACK moved snd.una with data still outstanding.
+void Tcb::schedule_probe(Instant now) {
+    if (!probe_allowed()) {
+        pto_at_ = Instant::never();
+        return;
+    }
+    // An RTO due sooner sends the probe instead (§7.2: the TLP goes at the RTO's time).
+    pto_at_ = std::min(now + probe_timeout(), rto_at_);
+}
+
+// The highest-sequence segment sent so far: up to one MSS below snd.max (a
+// FIN already sent rides along again). Rule 4 of NextSeg() and the probe send it.
+Tcb::TailSegment Tcb::last_segment() const {
+    const SeqNum data_hi = snd_.max - data_end() > 0 ? data_end() : snd_.max;
+    const uint32_t len = std::min<uint32_t>(uint32_t(data_hi - snd_.una), snd_.mss);
+    return {data_hi - len, len};
+}
+
+// RFC 8985 §7.3: the PTO expired.
+void Tcb::on_probe(Instant now, Actions& out) {
+    pto_at_ = Instant::never();
+    if (!probe_allowed()) return;  // recovery began, or all of it was acknowledged
+    // New data when the peer's window takes it (cwnd aside: the probe is what
+    // makes the ACK clock run again), else the last segment again.
+    SeqNum start = snd_.nxt;
+    uint32_t n = 0;
+    bool retrans = false;
+    const int32_t rroom = (snd_.una + snd_.wnd) - snd_.nxt;
+    if (data_end() - snd_.nxt > 0 && rroom > 0)
+        n = emit_data(snd_.nxt, std::min<uint32_t>(uint32_t(rroom), snd_.mss), false, now, out);
+    if (n == 0) {
+        const TailSegment tail = last_segment();
+        start = tail.start;
+        n = emit_data(tail.start, tail.len, true, now, out);
+        retrans = true;
+    }
+    if (n == 0) return;
+    ++st_.tlp_probes;
+    tlp_.active = true;  // one probe per flight, until this episode ends (§7.4)
+    tlp_.retrans = retrans;
+    tlp_.start = start;
+    tlp_.end = snd_.max;
+    rto_at_ = now + rto_;
+}
+
+// RFC 8985 §7.4.2, on an ACK that advanced snd.una (`flight` bytes were
+// outstanding before it). A D-SACK of the probe (tlp_on_dsack()) has
+// already ended an episode that repaired nothing.
+void Tcb::tlp_on_ack(SeqNum ack, uint32_t flight, Instant now) {
+    if (ack - tlp_.end < 0) return;  // the probe is not acknowledged yet
+    if (!tlp_.retrans) {
+        tlp_.active = false;  // new data: nothing to judge
+        return;
+    }
+    // ACK == TLP.end_seq: the original or the probe; a D-SACK or a duplicate
+    // ACK for the other may follow. Past it without either: the probe was
+    // the only copy that arrived — a loss, repaired.
+    if (ack == tlp_.end) return;
+    tlp_.active = false;
+    ++st_.tlp_recoveries;
+    cc_.on_loss(flight, now);
+    cc_.on_recovery_exit(now);
+    undo_.cc.reset();  // an undo would take back this response too
+}
+
+// A D-SACK arrived while a probe's episode is open.
+void Tcb::tlp_on_dsack(const SackBlock& b) {
+    if (tlp_.retrans && b.left - tlp_.end < 0 && b.right - tlp_.start > 0) tlp_.active = false;
+}
+
+// A duplicate ACK (snd.una did not move) while a probe's episode is open: one
+// at TLP.end_seq that reports nothing new was the second copy's — the original
+// and the probe both arrived (a receiver that sends no D-SACK).
+void Tcb::tlp_on_dupack(SeqNum ack, bool reports_new) {
+    if (ack == tlp_.end && !reports_new) tlp_.active = false;
+}
+
+} // namespace crescent::tcp

@@ -1,0 +1,259 @@
+// Sans-IO tests of how the TCB finds losses at the tail of a flight without
+// its retransmission timeout (stack/tcp/tcb_tlp.cpp): the Tail Loss Probe of
+// RFC 8985 §7 (when it goes, what it sends, how the ACKs it draws are judged)
+// and RFC 5827 Early Retransmit (a lost segment among fewer than four).
+#include "tests/unit/tcp_sack_peer.hpp"
+
+using namespace crescent;
+using namespace crescent::tcp;
+using namespace crescent::tcp::test;
+
+namespace {
+
+constexpr Duration kRtt = 300us;
+
+Config probing(bool sack = true) {
+    Config c = SackPeer::config(false);
+    c.sack = sack;
+    c.tlp = true;
+    c.early_retransmit = true;
+    c.tlp_min_pto = 200us;
+    c.tlp_max_ack_delay = 2ms;
+    return c;
+}
+
+std::string sent(const TcbFixture& t) {
+    std::string s;
+    for (auto& o : t.out.segments) s += t.describe(o) + "\n";
+    return s;
+}
+
+// Four segments sent; after one RTT the first three are acknowledged and the
+// fourth (the tail) never is. The probe is due 2 SRTT + the delayed-ACK
+// allowance (one segment left in flight) after that ACK.
+void tail_of_four_lost(SackPeer& p) {
+    p.send_segments(4);
+    p.t.advance(kRtt);
+    p.ack(3000);
+    p.t.clear();
+    REQUIRE(p.t.tcb->stats().srtt == kRtt);
+    p.t.advance(2 * kRtt + 2ms - 1us);
+    INFO(sent(p.t));
+    REQUIRE(p.t.out.segments.empty());
+    p.t.advance(1us);
+    INFO(sent(p.t));
+    REQUIRE(p.t.out.segments.size() == 1);
+    CHECK(p.t.out.segments[0].repr.seq == rel(3000));
+    CHECK(p.t.out.segments[0].payload_len() == kMss);
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+    CHECK(p.t.tcb->stats().rto_events == 0);
+    p.t.clear();
+}
+
+} // namespace
+
+TEST_CASE("RFC 8985 §7.3: a lost tail is probed with the last segment after 2 SRTT (+ delayed-ACK allowance), "
+          "not the RTO",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    tail_of_four_lost(p);
+    // The probe repaired the tail: its ACK is the only one for [3000, 4000).
+    // At TLP.end_seq itself the episode waits (a D-SACK may still follow)...
+    const uint32_t cwnd = p.t.tcb->stats().cwnd;
+    p.ack(4000);
+    CHECK(p.t.tcb->stats().tlp_recoveries == 0);
+    // ...and an ACK past it with no D-SACK in between proves a loss: the
+    // window pays what a fast recovery would (NewReno: half the flight, at least 2 MSS).
+    p.send_segments(1, 'x');
+    p.ack(5000);
+    CHECK(p.t.tcb->stats().tlp_recoveries == 1);
+    CHECK(p.t.tcb->stats().cwnd == 2 * kMss);
+    CHECK(p.t.tcb->stats().cwnd < cwnd);
+    CHECK(p.t.tcb->stats().rto_events == 0);
+    CHECK(p.t.tcb->stats().fast_recoveries == 0);
+}
+
+TEST_CASE("RFC 8985 §7.4: a probe the receiver reports duplicate (D-SACK) costs the window nothing", "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    tail_of_four_lost(p);
+    const uint32_t cwnd = p.t.tcb->stats().cwnd;
+    p.ack(4000);              // the original was only late
+    p.ack(4000, {{3000, 4000}});  // and the probe arrived second
+    p.send_segments(1, 'x');
+    p.ack(5000);
+    CHECK(p.t.tcb->stats().tlp_recoveries == 0);
+    CHECK(p.t.tcb->stats().cwnd >= cwnd);
+}
+
+TEST_CASE("RFC 8985 §7.4: a plain duplicate ACK at TLP.end_seq (no D-SACK) also ends the episode without a reduction",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    tail_of_four_lost(p);
+    const uint32_t cwnd = p.t.tcb->stats().cwnd;
+    p.ack(4000);
+    p.ack(4000);  // nothing outstanding: the fast path takes this one
+    p.send_segments(1, 'x');
+    p.ack(5000);
+    CHECK(p.t.tcb->stats().tlp_recoveries == 0);
+    CHECK(p.t.tcb->stats().cwnd >= cwnd);
+}
+
+TEST_CASE("RFC 8985 §7.3: at most one probe per flight; when it draws nothing the RTO fires one RTO after it",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    tail_of_four_lost(p);
+    const Duration rto = p.t.tcb->stats().rto;
+    p.t.advance(rto - 1us);
+    INFO(sent(p.t));
+    CHECK(p.t.out.segments.empty());
+    p.t.advance(1us);
+    CHECK(p.t.tcb->stats().rto_events == 1);
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+    CHECK(p.sent_seq(3000));
+}
+
+TEST_CASE("RFC 8985 §7.3: a cwnd-limited sender probes with the next new segment after 2 SRTT", "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    const uint32_t cwnd_segs = p.t.tcb->stats().cwnd / kMss;
+    for (uint32_t i = 0; i < cwnd_segs + 3; ++i) REQUIRE(p.t.send(std::string(kMss, 'a')) == SendResult::Ok);
+    p.t.flush();
+    REQUIRE(p.t.out.segments.size() == cwnd_segs);
+    p.t.clear();
+    p.t.advance(2 * kRtt - 1us);
+    CHECK(p.t.out.segments.empty());
+    p.t.advance(1us);
+    INFO(sent(p.t));
+    REQUIRE(p.t.out.segments.size() == 1);
+    CHECK(p.t.out.segments[0].repr.seq == rel(int64_t(cwnd_segs) * kMss));
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+    CHECK(p.t.tcb->stats().bytes_retransmitted == 0);
+    // Everything arrived: new data judges nothing.
+    p.t.clear();
+    const uint32_t cwnd = p.t.tcb->stats().cwnd;
+    p.ack(int64_t(cwnd_segs + 1) * kMss);
+    CHECK(p.t.tcb->stats().tlp_recoveries == 0);
+    CHECK(p.t.tcb->stats().cwnd >= cwnd);
+}
+
+TEST_CASE("RFC 8985 §7.2: with more than one segment in flight the PTO is 2 SRTT, floored at tlp_min_pto",
+          "[tcp][tlp]") {
+    Config c = probing();
+    c.tlp_min_pto = 1ms;
+    SackPeer p(c, kRtt);
+    p.send_segments(3);
+    p.t.advance(1ms - 1us);
+    CHECK(p.t.out.segments.empty());
+    p.t.advance(1us);
+    INFO(sent(p.t));
+    REQUIRE(p.t.out.segments.size() == 1);
+    CHECK(p.t.out.segments[0].repr.seq == rel(2000));
+}
+
+TEST_CASE("RFC 8985 §7.2: no probe without SACK, or once SACK blocks name a hole (recovery's case)", "[tcp][tlp]") {
+    SECTION("no SACK: the RTO") {
+        SackPeer p(probing(false), kRtt);
+        REQUIRE_FALSE(p.t.tcb->stats().sack_ok);
+        p.send_segments(2);
+        p.to_rto();
+        CHECK(p.t.tcb->stats().tlp_probes == 0);
+    }
+    SECTION("tlp off: the RTO") {
+        Config c = probing();
+        c.tlp = false;
+        SackPeer p(c, kRtt);
+        p.send_segments(2);
+        p.to_rto();
+        CHECK(p.t.tcb->stats().tlp_probes == 0);
+    }
+    SECTION("a SACKed segment above a hole") {
+        Config c = probing();
+        c.early_retransmit = false;
+        SackPeer p(c, kRtt);
+        p.send_segments(3);
+        p.ack(0, {{1000, 2000}});
+        p.to_rto();
+        CHECK(p.t.tcb->stats().tlp_probes == 0);
+    }
+}
+
+TEST_CASE("RFC 5827: the first of three segments lost is retransmitted on the second SACK, not at the RTO",
+          "[tcp][tlp][er]") {
+    for (bool er : {true, false}) {
+        Config c = probing();
+        c.early_retransmit = er;
+        SackPeer p(c, kRtt);
+        p.send_segments(3);
+        p.t.advance(kRtt);
+        p.ack(0, {{1000, 2000}});
+        CHECK_FALSE(p.sent_seq(0));  // one SACKed segment: oseg - 1 = 2 not reached
+        p.ack(0, {{1000, 3000}});
+        INFO("early retransmit " << er);
+        CHECK(p.sent_seq(0) == er);
+        CHECK(p.t.tcb->stats().fast_recoveries == (er ? 1u : 0u));
+    }
+}
+
+TEST_CASE("RFC 5827 §3.1: no early retransmit while new data may go, or with four segments out; with the peer's "
+          "window full it applies",
+          "[tcp][tlp][er]") {
+    SECTION("four outstanding: DupThresh 3") {
+        SackPeer p(probing(), kRtt);
+        p.send_segments(4);
+        p.ack(0, {{1000, 2000}});
+        p.ack(0, {{1000, 3000}});
+        CHECK_FALSE(p.sent_seq(0));
+        p.ack(0, {{1000, 4000}});
+        CHECK(p.sent_seq(0));
+    }
+    SECTION("unsent data the window takes: limited transmit sends it, and then four are out") {
+        SackPeer p(probing(), kRtt);
+        p.send_segments(3);
+        REQUIRE(p.t.send(std::string(kMss, 'z')) == SendResult::Ok);
+        p.t.clear();
+        p.ack(0, {{1000, 2000}});
+        CHECK(p.sent_seq(3000));  // RFC 3042
+        p.ack(0, {{1000, 3000}});
+        INFO(sent(p.t));
+        CHECK_FALSE(p.sent_seq(0));
+        CHECK(p.t.tcb->stats().fast_recoveries == 0);
+    }
+    SECTION("unsent data the peer's window does not take: early retransmit") {
+        SackPeer p(probing(), kRtt);
+        p.send_segments(3);
+        REQUIRE(p.t.send(std::string(kMss, 'z')) == SendResult::Ok);
+        // The peer's window ends at 3000: the fourth segment must wait.
+        for (int64_t right : {2000, 3000}) {
+            TcpRepr a = p.t.seg(ACK, 0, 0, 3000);
+            a.opts.sack[a.opts.sack_count++] = SackBlock{rel(1000), rel(right)};
+            p.t.recv(a);
+        }
+        INFO(sent(p.t));
+        CHECK(p.sent_seq(0));
+        CHECK_FALSE(p.sent_seq(3000));
+        CHECK(p.t.tcb->stats().fast_recoveries == 1);
+    }
+}
+
+TEST_CASE("RFC 5827 without SACK: two duplicate ACKs for three segments", "[tcp][tlp][er]") {
+    SackPeer p(probing(false), kRtt);
+    p.send_segments(3);
+    p.ack(0);
+    CHECK_FALSE(p.sent_seq(0));
+    p.ack(0);
+    CHECK(p.sent_seq(0));
+    CHECK(p.t.tcb->stats().retrans_fast == 1);
+}
+
+TEST_CASE("RFC 6675 §5: an ACK that advances snd.una and SACKs new data counts as a duplicate for loss detection",
+          "[tcp][tlp][sack]") {
+    // A receiver that holds its ACKs reports the first segment and the three
+    // after the lost second one in a single ACK.
+    SackPeer p(probing(), kRtt);
+    p.send_segments(6);
+    p.t.advance(kRtt);
+    p.ack(1000, {{2000, 5000}});
+    INFO(sent(p.t));
+    CHECK(p.sent_seq(1000));
+    CHECK(p.t.tcb->stats().fast_recoveries == 1);
+    CHECK(p.t.tcb->stats().retrans_fast == 1);
+}
