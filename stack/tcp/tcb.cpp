@@ -199,6 +199,37 @@ void Tcb::segment_slow(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instan
     update_deadline();
 }
 
+// RFC 7323 §5.3 R1 rejects a TSval older than TS.Recent. Like Linux
+// (TCP_PAWS_WINDOW), allow one tick of the peer's clock — and, once the
+// clock's rate is known, a millisecond of it: a data segment that a
+// retransmission with a newer TSval overtook is data, not an old duplicate
+// from a wrapped sequence space (what PAWS guards against, on a scale of
+// MSLs, not milliseconds). The rate is the peer's TSval advance over our
+// clock since the handshake: a ms clock (Linux) gets 1 tick, a us clock
+// (crescent, Linux's usec option) 1000.
+uint32_t Tcb::paws_window() const {
+    const int64_t ns = (ts_recent_age_ - ts_first_at_).count();
+    if (ns < 50'000'000) return 1;  // too short a time to tell the rate
+    const uint64_t ticks = uint32_t(ts_recent_ - ts_first_);
+    return uint32_t(std::clamp<uint64_t>(ticks * 1'000'000 / uint64_t(ns), 1, 1'000'000));
+}
+
+// RFC 7323 §5.3 R1, with the allowances above and Linux's for a duplicate
+// ACK (tcp_disordered_ack()): a pure ACK at RCV.NXT that acknowledges nothing
+// new and moves no window, its TSval within an RTO of TS.Recent, is an ACK
+// that a later one overtook — its SACK blocks are news, not a replay.
+bool Tcb::paws_rejects(const TcpRepr& seg, uint32_t len, Instant now) const {
+    const int32_t older = int32_t(ts_recent_ - seg.opts.ts->tsval);
+    const uint32_t per_ms = paws_window();
+    if (older <= int32_t(per_ms) || now - ts_recent_age_ >= kPawsIdle) return false;
+    if (len == 0 && (seg.flags & ~PSH) == ACK && seg.seq == rcv_.nxt && seg.ack == snd_.una &&
+        (uint32_t(seg.window) << snd_.wscale) == snd_.wnd) {
+        const uint64_t rto_ms = uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(rto_).count()) + 1;
+        if (uint64_t(older) <= rto_ms * per_ms) return false;
+    }
+    return true;
+}
+
 bool Tcb::check_seq_acceptable(const TcpRepr& seg, uint32_t len) const {
     // RFC 9293 §3.10.7.4 first: the four cases, against the window we advertised.
     int32_t w = rcv_.adv - rcv_.nxt;
@@ -246,12 +277,16 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
     }
 
     // RFC 7323 §5.3 R1: PAWS before the sequence check (not for RST, R1 note).
-    if (ts_ok_ && seg.opts.ts && !seg.has(RST)) {
-        if (int32_t(seg.opts.ts->tsval - ts_recent_) < 0 && now - ts_recent_age_ < kPawsIdle) {
-            ++st_.drop_paws;
-            send_ack(now, out);
-            return;
+    if (ts_ok_ && seg.opts.ts && !seg.has(RST) && paws_rejects(seg, len, now)) {
+        ++st_.drop_paws;
+        // An old duplicate is still reported as one (RFC 2883; Linux's
+        // tcp_send_dupack()): the peer's undo needs to hear of it.
+        if (len > 0 && seg.seq - rcv_.nxt < 0) {
+            const SeqNum end = seg.seq + len - rcv_.nxt > 0 ? rcv_.nxt : seg.seq + len;
+            note_duplicate(seg.seq, end);
         }
+        send_ack(now, out);
+        return;
     }
 
     // first: check the sequence number.

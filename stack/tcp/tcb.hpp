@@ -510,6 +510,12 @@ private:
     void enter_time_wait(Instant now, Actions& out);
     void start_sequence(SeqNum iss);
     void negotiate(const TcpRepr& syn, uint8_t ip_ecn);
+    void ts_start(Instant now) {
+        ts_recent_age_ = ts_first_at_ = now;
+        ts_first_ = ts_recent_;
+    }
+    uint32_t paws_window() const;  // how much older than TS.Recent a TSval may be (peer ticks)
+    bool paws_rejects(const TcpRepr& seg, uint32_t len, Instant now) const;
     void fill_options(TcpRepr& r, bool syn, Instant now) const;
     void fill_ack_fields(TcpRepr& r, Instant now);
     uint32_t rcv_window_bytes() const;
@@ -621,6 +627,8 @@ private:
     uint32_t ts_recent_ = 0;
     Instant ts_recent_age_;
     uint32_t ts_offset_ = 0;
+    uint32_t ts_first_ = 0;       // the handshake's TSval and when it came (paws_window())
+    Instant ts_first_at_;
 
     bool ws_ok_ = false;         // both sides sent the window scale option
     bool sack_ok_ = false;

@@ -96,7 +96,7 @@ void Tcb::accept_syn(const TcpRepr& syn, uint8_t ip_ecn, SeqNum iss, Instant now
     snd_.wl1 = syn.seq;
     snd_.wl2 = iss;
     last_ack_sent_ = rcv_.nxt;
-    ts_recent_age_ = now;
+    ts_start(now);
     last_rx_ = now;
     state_ = State::SynReceived;
     send_syn(true, now, out);
@@ -127,7 +127,7 @@ void Tcb::accept_cookie(const CookieParams& p, const TcpRepr& ack, Instant now, 
     snd_.wl1 = ack.seq;
     snd_.wl2 = ack.ack;
     last_ack_sent_ = rcv_.nxt;
-    ts_recent_age_ = now;
+    ts_start(now);
     last_rx_ = now;
     state_ = State::Established;
     push_event(EventKind::Connected, out);
@@ -173,7 +173,7 @@ void Tcb::syn_sent_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, In
     negotiate(seg, ip_ecn);
     // RFC 3168 §6.1.1: a SYN-ACK with ECE (and not CWR) accepts our ECN setup SYN.
     ecn_ok_ = wants_ecn() && seg.has(ECE) && !seg.has(CWR);
-    if (ts_ok_) ts_recent_age_ = now;
+    if (ts_ok_) ts_start(now);
     last_ack_sent_ = rcv_.nxt;
     if (ack_ok) {
         // Our SYN is acknowledged: ESTABLISHED, <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>.

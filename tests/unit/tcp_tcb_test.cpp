@@ -881,6 +881,105 @@ TEST_CASE("RFC 7323 §5 PAWS drops an old timestamp", "[tcp][rfc7323]") {
     CHECK(t.out.segments[0].repr.opts.ts->tsecr == 2000);
 }
 
+// Linux's TCP_PAWS_WINDOW: one tick of the peer's clock is not "older";
+// once the clock's rate shows, a millisecond of it is not either.
+TEST_CASE("RFC 7323 §5 PAWS allows a millisecond of the peer's clock", "[tcp][rfc7323]") {
+    for (uint32_t per_ms : {1u, 1000u}) {  // a ms clock (Linux), a us clock (crescent)
+        INFO(per_ms << " ticks per ms");
+        Config c = TcbFixture::default_config();
+        c.timestamps = true;
+        TcbFixture t(c);
+        t.to_syn_sent();
+        TcpRepr synack = t.seg(SYN | ACK, -1, 0);
+        synack.opts.ts = wire::Timestamps{1000, 0};
+        t.recv(synack);
+        REQUIRE(t.tcb->stats().ts_ok);
+        int64_t seq = 0;  // RCV.NXT, relative: each accepted segment carries one byte
+        auto send = [&](uint32_t tsval) {
+            TcpRepr d = t.seg(ACK, seq, 0);
+            d.opts.ts = wire::Timestamps{tsval, 0};
+            t.recv(d, "x");
+            const bool taken = t.take_readable() == "x";
+            seq += taken;
+            return taken;
+        };
+        // Right after the handshake the rate is unknown: one tick passes, two do not.
+        CHECK(send(1000 + 10 * per_ms));
+        CHECK(send(1000 + 10 * per_ms - 1));
+        CHECK_FALSE(send(1000 + 10 * per_ms - 2));
+        CHECK(t.tcb->stats().drop_paws == 1);
+        // 100 ms later the peer's clock advanced 100 ms of ticks.
+        t.advance(100ms);
+        const uint32_t now_ts = 1000 + 100 * per_ms;
+        CHECK(send(now_ts));
+        CHECK(send(now_ts - per_ms));            // a millisecond older: data that was overtaken
+        CHECK_FALSE(send(now_ts - per_ms - 2));  // more: an old duplicate
+        CHECK(t.tcb->stats().drop_paws == 2);
+    }
+}
+
+namespace {
+// ESTABLISHED with timestamps and SACK; the peer's clock read 2000 last.
+void established_ts_sack(TcbFixture& t) {
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0);
+    synack.opts.ts = wire::Timestamps{1000, 0};
+    synack.opts.sack_permitted = true;
+    t.recv(synack);
+    REQUIRE(t.tcb->stats().ts_ok);
+    REQUIRE(t.tcb->stats().sack_ok);
+    TcpRepr d = t.seg(ACK, 0, 0);
+    d.opts.ts = wire::Timestamps{2000, 0};
+    t.recv(d, "new");
+    REQUIRE(t.take_readable() == "new");
+    t.clear();
+}
+Config ts_sack_config() {
+    Config c = TcbFixture::default_config();
+    c.timestamps = true;
+    c.sack = true;
+    return c;
+}
+} // namespace
+
+TEST_CASE("RFC 7323 §5 + RFC 2883: an old duplicate that PAWS drops is still reported (D-SACK)", "[tcp][rfc7323]") {
+    TcbFixture t(ts_sack_config());
+    established_ts_sack(t);
+    TcpRepr old = t.seg(ACK, 0, 0);
+    old.opts.ts = wire::Timestamps{1500, 0};
+    t.recv(old, "new");
+    CHECK(t.tcb->stats().drop_paws == 1);
+    REQUIRE(t.out.segments.size() == 1);
+    const TcpRepr& a = t.out.segments[0].repr;
+    REQUIRE(a.opts.sack_count >= 1);
+    CHECK(a.opts.sack[0].left == SeqNum(kIrs + 1));
+    CHECK(a.opts.sack[0].right == SeqNum(kIrs + 4));
+    CHECK(t.tcb->stats().dsacks_sent == 1);
+}
+
+TEST_CASE("RFC 7323 §5: a duplicate ACK that a newer segment overtook is taken for its SACK blocks (Linux's "
+          "tcp_disordered_ack)",
+          "[tcp][rfc7323]") {
+    TcbFixture t(ts_sack_config());
+    established_ts_sack(t);
+    for (int i = 0; i < 3; ++i) REQUIRE(t.send(std::string(1000, 'a')) == SendResult::Ok);
+    t.flush();
+    t.clear();
+    // A duplicate ACK with a SACK block, its TSval 3 ticks older than TS.Recent (2000).
+    TcpRepr dup = t.seg(ACK, 3, 0);
+    dup.opts.ts = wire::Timestamps{1997, 0};
+    dup.opts.sack[dup.opts.sack_count++] = SackBlock{SeqNum(kIss + 1 + 1000), SeqNum(kIss + 1 + 2000)};
+    t.recv(dup);
+    CHECK(t.tcb->stats().drop_paws == 0);
+    CHECK(t.tcb->stats().dupacks == 1);
+    // Data with the same TSval is not an ACK: dropped.
+    TcpRepr d = t.seg(ACK, 3, 0);
+    d.opts.ts = wire::Timestamps{1997, 0};
+    t.recv(d, "zz");
+    CHECK(t.tcb->stats().drop_paws == 1);
+    CHECK(t.take_readable().empty());
+}
+
 TEST_CASE("RFC 7323 §3.2 timestamps reduce the effective MSS", "[tcp][rfc7323]") {
     Config c = TcbFixture::default_config();
     c.timestamps = true;
