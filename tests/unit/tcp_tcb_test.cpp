@@ -857,21 +857,39 @@ TEST_CASE("RFC 7323 §2 window scale negotiated and applied", "[tcp][rfc7323]") 
     CHECK(t.tcb->stats().snd_wnd == 8000);
 }
 
-TEST_CASE("RFC 7323 §5 PAWS drops an old timestamp", "[tcp][rfc7323]") {
+namespace {
+Config ts_config(bool sack = false) {
     Config c = TcbFixture::default_config();
     c.timestamps = true;
-    TcbFixture t(c);
+    c.sack = sack;
+    return c;
+}
+// ESTABLISHED with timestamps (SACK too when the config offers it); the
+// peer's SYN-ACK carried TSval 1000.
+void established_ts(TcbFixture& t) {
     t.to_syn_sent();
     TcpRepr synack = t.seg(SYN | ACK, -1, 0);
     synack.opts.ts = wire::Timestamps{1000, 0};
+    synack.opts.sack_permitted = true;
     t.recv(synack);
     REQUIRE(t.tcb->stats().ts_ok);
+    REQUIRE(t.tcb->stats().sack_ok == t.cfg.sack);
     t.clear();
+}
+// established_ts(), then three bytes ("new") with TSval 2000: TS.Recent.
+void established_ts_2000(TcbFixture& t) {
+    established_ts(t);
     TcpRepr d = t.seg(ACK, 0, 0);
     d.opts.ts = wire::Timestamps{2000, 0};
     t.recv(d, "new");
-    CHECK(t.take_readable() == "new");
+    REQUIRE(t.take_readable() == "new");
     t.clear();
+}
+} // namespace
+
+TEST_CASE("RFC 7323 §5 PAWS drops an old timestamp", "[tcp][rfc7323]") {
+    TcbFixture t(ts_config());
+    established_ts_2000(t);
     TcpRepr old = t.seg(ACK, 3, 0);
     old.opts.ts = wire::Timestamps{1500, 0};
     t.recv(old, "old");
@@ -886,14 +904,8 @@ TEST_CASE("RFC 7323 §5 PAWS drops an old timestamp", "[tcp][rfc7323]") {
 TEST_CASE("RFC 7323 §5 PAWS allows a millisecond of the peer's clock", "[tcp][rfc7323]") {
     for (uint32_t per_ms : {1u, 1000u}) {  // a ms clock (Linux), a us clock (crescent)
         INFO(per_ms << " ticks per ms");
-        Config c = TcbFixture::default_config();
-        c.timestamps = true;
-        TcbFixture t(c);
-        t.to_syn_sent();
-        TcpRepr synack = t.seg(SYN | ACK, -1, 0);
-        synack.opts.ts = wire::Timestamps{1000, 0};
-        t.recv(synack);
-        REQUIRE(t.tcb->stats().ts_ok);
+        TcbFixture t(ts_config());
+        established_ts(t);
         int64_t seq = 0;  // RCV.NXT, relative: each accepted segment carries one byte
         auto send = [&](uint32_t tsval) {
             TcpRepr d = t.seg(ACK, seq, 0);
@@ -918,33 +930,9 @@ TEST_CASE("RFC 7323 §5 PAWS allows a millisecond of the peer's clock", "[tcp][r
     }
 }
 
-namespace {
-// ESTABLISHED with timestamps and SACK; the peer's clock read 2000 last.
-void established_ts_sack(TcbFixture& t) {
-    t.to_syn_sent();
-    TcpRepr synack = t.seg(SYN | ACK, -1, 0);
-    synack.opts.ts = wire::Timestamps{1000, 0};
-    synack.opts.sack_permitted = true;
-    t.recv(synack);
-    REQUIRE(t.tcb->stats().ts_ok);
-    REQUIRE(t.tcb->stats().sack_ok);
-    TcpRepr d = t.seg(ACK, 0, 0);
-    d.opts.ts = wire::Timestamps{2000, 0};
-    t.recv(d, "new");
-    REQUIRE(t.take_readable() == "new");
-    t.clear();
-}
-Config ts_sack_config() {
-    Config c = TcbFixture::default_config();
-    c.timestamps = true;
-    c.sack = true;
-    return c;
-}
-} // namespace
-
 TEST_CASE("RFC 7323 §5 + RFC 2883: an old duplicate that PAWS drops is still reported (D-SACK)", "[tcp][rfc7323]") {
-    TcbFixture t(ts_sack_config());
-    established_ts_sack(t);
+    TcbFixture t(ts_config(true));
+    established_ts_2000(t);
     TcpRepr old = t.seg(ACK, 0, 0);
     old.opts.ts = wire::Timestamps{1500, 0};
     t.recv(old, "new");
@@ -960,8 +948,8 @@ TEST_CASE("RFC 7323 §5 + RFC 2883: an old duplicate that PAWS drops is still re
 TEST_CASE("RFC 7323 §5: a duplicate ACK that a newer segment overtook is taken for its SACK blocks (Linux's "
           "tcp_disordered_ack)",
           "[tcp][rfc7323]") {
-    TcbFixture t(ts_sack_config());
-    established_ts_sack(t);
+    TcbFixture t(ts_config(true));
+    established_ts_2000(t);
     for (int i = 0; i < 3; ++i) REQUIRE(t.send(std::string(1000, 'a')) == SendResult::Ok);
     t.flush();
     t.clear();
