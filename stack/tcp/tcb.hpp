@@ -4,7 +4,7 @@
 //   RFC 9293  TCP: the eleven states, "SEGMENT ARRIVES" (§3.10.7), user calls
 //             (§3.10.1-§3.10.6), MSS (§3.7.1), RST validation (§3.5.3)
 //   RFC 6298  RTO computation, backoff, Karn's rule
-//   RFC 7323  window scale, timestamps, PAWS
+//   RFC 7323  window scale, timestamps, PAWS (with Linux's allowances, tcb.cpp paws_rejects())
 //   RFC 6691  MSS option value
 //   RFC 2018  SACK (receiver blocks) / RFC 6675 SACK-based loss recovery
 //   RFC 5681, RFC 6582  congestion control / NewReno fast recovery (SACK off)
