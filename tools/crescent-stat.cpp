@@ -278,15 +278,21 @@ int cmd_ss(const std::string& target, const std::string& filters) {
         auto ms = [&](const char* k) { return std::strtod(m[k].c_str(), nullptr) / 1000.0; };
         // Linux's ss prints backoff only while the RTO is backed off.
         const std::string backoff = m["backoff"].empty() || m["backoff"] == "0" ? "" : " backoff:" + m["backoff"];
+        // And reordering only when the path raised it above the default 3; crescent's own
+        // counters of spurious responses undone and tail loss probes only when non-zero.
+        std::string extra;
+        if (!m["reordering"].empty() && m["reordering"] != "3") extra += " reordering:" + m["reordering"];
+        if (!m["undone"].empty() && m["undone"] != "0") extra += " undone:" + m["undone"];
+        if (!m["tlp_probes"].empty() && m["tlp_probes"] != "0") extra += " tlp_probes:" + m["tlp_probes"];
         std::printf("\t %s %s%s%swscale:%s rto:%.3f%s rtt:%.3f/%.3f mss:%s cwnd:%s ssthresh:%s bytes_sent:%s "
                     "bytes_retrans:%s bytes_acked:%s bytes_received:%s segs_out:%s segs_in:%s retrans:%s "
-                    "unacked:%s snd_wnd:%s rcv_wnd:%s\n",
+                    "unacked:%s snd_wnd:%s rcv_wnd:%s%s\n",
                     m["cc"].c_str(), m["sack"] == "1" ? "sack " : "", m["ts"] == "1" ? "ts " : "",
                     m["ecn"] == "1" ? "ecn " : "", m["wscale"].c_str(), ms("rto_us"), backoff.c_str(), ms("srtt_us"),
                     ms("rttvar_us"), m["mss"].c_str(), m["cwnd"].c_str(), m["ssthresh"].c_str(),
                     m["bytes_sent"].c_str(), m["bytes_retrans"].c_str(), m["bytes_acked"].c_str(),
                     m["bytes_received"].c_str(), m["segs_out"].c_str(), m["segs_in"].c_str(), m["retrans"].c_str(),
-                    m["bytes_in_flight"].c_str(), m["snd_wnd"].c_str(), m["rcv_wnd"].c_str());
+                    m["bytes_in_flight"].c_str(), m["snd_wnd"].c_str(), m["rcv_wnd"].c_str(), extra.c_str());
     }
     return 0;
 }

@@ -129,6 +129,9 @@ void StatsPublisher::publish_conns(const EngineImpl& e, int64_t mono_ns) {
         c.rto_events = x.rto_events;
         c.fast_recoveries = x.fast_recoveries;
         c.dupacks = x.dupacks;
+        c.undone = x.undo_recoveries + x.undo_rtos;
+        c.tlp_probes = x.tlp_probes;
+        c.reordering = x.reordering;
         c.drops = x.drop_not_acceptable + x.drop_paws + x.drop_bad_ack + x.drop_rst_invalid + x.drop_no_room +
                   x.drop_no_ack + x.drop_after_close;
         c.send_q = st.snd_buf >= t->send_space() ? st.snd_buf - t->send_space() : 0;
