@@ -503,8 +503,7 @@ private:
     void tlp_on_ack(SeqNum ack, uint32_t flight, Instant now);
     void tlp_on_dsack(const SackBlock& b);
     void tlp_on_dupack(SeqNum ack, bool reports_new);
-    struct TailSegment { SeqNum start; uint32_t len; };
-    TailSegment last_segment() const;
+    SackScoreboard::Range last_segment() const;  // the highest-sequence segment sent
     void on_persist(Instant now, Actions& out);
     void to_closed(CloseReason why, Actions& out);
     void enter_time_wait(Instant now, Actions& out);

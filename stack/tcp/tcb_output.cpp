@@ -282,7 +282,7 @@ void Tcb::output_recovery(Instant now, Actions& out) {
         // HighRxt is not updated.
         if (snd_.max - snd_.una > 0 && (!rescue_valid_ || snd_.una - rescue_rxt_ > 0) &&
             !sb_.is_sacked(snd_.max - 1)) {
-            const TailSegment tail = last_segment();
+            const SackScoreboard::Range tail = last_segment();
             uint32_t n = emit_data(tail.start, tail.len, true, now, out);
             if (n == 0) break;
             rescue_rxt_ = recover_;

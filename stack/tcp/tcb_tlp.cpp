@@ -57,7 +57,7 @@ void Tcb::schedule_probe(Instant now) {
 
 // The highest-sequence segment sent so far: up to one MSS below snd.max (a
 // FIN already sent rides along again). Rule 4 of NextSeg() and the probe send it.
-Tcb::TailSegment Tcb::last_segment() const {
+SackScoreboard::Range Tcb::last_segment() const {
     const SeqNum data_hi = snd_.max - data_end() > 0 ? data_end() : snd_.max;
     const uint32_t len = std::min<uint32_t>(uint32_t(data_hi - snd_.una), snd_.mss);
     return {data_hi - len, len};
@@ -76,7 +76,7 @@ void Tcb::on_probe(Instant now, Actions& out) {
     if (data_end() - snd_.nxt > 0 && rroom > 0)
         n = emit_data(snd_.nxt, std::min<uint32_t>(uint32_t(rroom), snd_.mss), false, now, out);
     if (n == 0) {
-        const TailSegment tail = last_segment();
+        const SackScoreboard::Range tail = last_segment();
         start = tail.start;
         n = emit_data(tail.start, tail.len, true, now, out);
         retrans = true;
