@@ -124,8 +124,12 @@ void CongestionControl::grow_reno(uint32_t acked, uint32_t* ca_acked) {
 }
 
 void CongestionControl::reno_congestion_event(uint32_t in_flight) {
-    // RFC 5681 eq. (4): ssthresh = max(FlightSize / 2, 2*SMSS).
-    ssthresh_ = std::max(in_flight / 2, 2 * mss_);
+    // RFC 5681 eq. (4): ssthresh = max(FlightSize / 2, 2*SMSS), FlightSize
+    // no larger than cwnd: in a SACK recovery new data goes out as the pipe
+    // drains, so the unacknowledged flight can grow many times past cwnd
+    // behind a lost retransmission, and half of it would be a window far
+    // larger than the one that just lost (Linux halves cwnd itself).
+    ssthresh_ = std::max(std::min(in_flight, cwnd_) / 2, 2 * mss_);
 }
 
 // RFC 9438 §4.6 (multiplicative decrease) and §4.7 (fast convergence).

@@ -37,9 +37,13 @@ bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Act
     uint32_t old_wnd = snd_.wnd;
     update_window(seg);
     if (tlp_.active) tlp_on_dupack(seg.ack, payload_len > 0 || newly_sacked > 0 || snd_.wnd != old_wnd);
-    // RFC 5681 §2 DUPLICATE ACKNOWLEDGMENT (plus RFC 6675: SACK info counts).
-    bool dup = seg.ack == snd_.una && payload_len == 0 && !seg.has(SYN) && !seg.has(FIN) &&
-               snd_.max - snd_.una > 0 && (snd_.wnd == old_wnd || newly_sacked > 0);
+    // RFC 5681 §2 DUPLICATE ACKNOWLEDGMENT: no data, no SYN or FIN, the window
+    // unchanged. RFC 6675 §2 redefines it for SACK: any ACK that SACKs octets
+    // not SACKed before — also one that carries data, as every ACK does when
+    // both ends send (an echo, pipelined RPCs): else their SACKs never start
+    // a recovery and each loss waits for the RTO.
+    bool dup = seg.ack == snd_.una && !seg.has(SYN) && snd_.max - snd_.una > 0 &&
+               (newly_sacked > 0 || (payload_len == 0 && !seg.has(FIN) && snd_.wnd == old_wnd));
     if (!dup) return true;
     ++dupacks_;
     ++st_.dupacks;
@@ -55,9 +59,15 @@ bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Act
 void Tcb::detect_loss(Instant now, Actions& out) {
     const uint32_t dupthresh = dup_thresh();
     bool loss = dupacks_ >= dupthresh || (sack_ok_ && sb_.is_lost(snd_.una, snd_.mss, dupthresh));
-    // RFC 6582 §3.2 step 2: only if the cumulative ACK covers more than `recover`
-    // (avoid multiple fast retransmits after an RTO).
-    if (loss && (snd_.una - recover_ > 0 || st_.fast_recoveries == 0)) {
+    // A new recovery only once the last one's data is acknowledged: RFC 6582
+    // §3.2 step 2 wants the cumulative ACK past `recover` (without SACK, the
+    // dupacks of a go-back-N after an RTO look like a new loss); RFC 6675 §5.1
+    // allows it at `recover` itself, because the scoreboard tells a new hole
+    // from an old one. The difference is every message of a request/response
+    // exchange whose previous message needed a recovery: its flight starts
+    // exactly at `recover`.
+    const bool past_recover = sack_ok_ ? snd_.una - recover_ >= 0 : snd_.una - recover_ > 0;
+    if (loss && (past_recover || st_.fast_recoveries == 0)) {
         enter_recovery(now);
         // Fast retransmit of the first unacknowledged segment.
         uint32_t n = emit_data(snd_.una, snd_.mss, true, now, out);
@@ -106,7 +116,10 @@ void Tcb::enter_recovery(Instant now) {
     recover_ = snd_.max;
     high_rxt_ = snd_.una;
     ++st_.fast_recoveries;
-    cc_.on_loss(in_flight(), now);
+    // RFC 5681 eq. (4) / RFC 6675 §5 step 4.2 halve FlightSize — all that is
+    // unacknowledged — not the pipe: with most of the flight SACKed the pipe
+    // is near zero, and a window of 2 SMSS would follow every single loss.
+    cc_.on_loss(uint32_t(snd_.max - snd_.una), now);
     rtt_timing_ = false; // Karn
 }
 

@@ -76,6 +76,8 @@ TEST_CASE("abc_limit: a stretch ACK grows slow start by up to L segments, by all
 
 TEST_CASE("RFC 5681 §3.1: congestion avoidance adds one SMSS per cwnd of acked bytes", "[tcp][cc][newreno]") {
     CongestionControl cc(CcAlgo::NewReno, 1000, t0);
+    for (int i = 0; i < 10; i++) cc.on_ack(ack(1000, t0));
+    REQUIRE(cc.cwnd() == 20000);
     cc.on_loss(20000, t0);            // ssthresh = 10000, cwnd = 10000: CA from here
     REQUIRE(cc.ssthresh() == 10000);
     REQUIRE(cc.cwnd() == 10000);
@@ -104,8 +106,26 @@ TEST_CASE("RFC 5681 §3.1 eq. 4: ssthresh = max(FlightSize/2, 2*SMSS) on loss", 
     CHECK(cc.cwnd() == 2000);
 }
 
+TEST_CASE("RFC 5681 eq. 4: a FlightSize past cwnd is taken as cwnd", "[tcp][cc][newreno]") {
+    // A SACK recovery sends new data as the pipe drains: behind a lost
+    // retransmission the unacknowledged flight grows far past cwnd, and
+    // half of it would raise the window that just lost.
+    for (CcAlgo algo : {CcAlgo::NewReno, CcAlgo::Dctcp}) {
+        CongestionControl cc(algo, 1000, t0);
+        REQUIRE(cc.cwnd() == 10000);
+        cc.on_loss(600000, t0);
+        CHECK(cc.ssthresh() == 5000);
+        CHECK(cc.cwnd() == 5000);
+        cc.on_rto(600000, t0);
+        CHECK(cc.ssthresh() == 2500);
+        CHECK(cc.cwnd() == 1000);
+    }
+}
+
 TEST_CASE("RFC 5681 §3.1: RTO sets cwnd to the loss window; ssthresh held on repeated RTO", "[tcp][cc][newreno]") {
     CongestionControl cc(CcAlgo::NewReno, 1000, t0);
+    for (int i = 0; i < 20; i++) cc.on_ack(ack(1000, t0));
+    REQUIRE(cc.cwnd() == 30000);
     cc.on_rto(30000, t0);
     CHECK(cc.cwnd() == 1000);
     CHECK(cc.ssthresh() == 15000);
@@ -114,16 +134,16 @@ TEST_CASE("RFC 5681 §3.1: RTO sets cwnd to the loss window; ssthresh held on re
     CHECK(cc.ssthresh() == 15000);
     cc.on_ack(ack(1000, t0));         // progress: slow start again
     CHECK(cc.cwnd() == 2000);
-    cc.on_rto(8000, t0);
-    CHECK(cc.ssthresh() == 4000);
+    cc.on_rto(3000, t0);
+    CHECK(cc.ssthresh() == 2000);     // half the flight within cwnd (2000), floored at 2 SMSS
 }
 
 TEST_CASE("RFC 3168 §6.1.2: NewReno reacts to ECE as to a loss", "[tcp][cc][newreno]") {
     CongestionControl cc(CcAlgo::NewReno, 1000, t0);
     CHECK_FALSE(cc.wants_ecn());
-    cc.on_ecn(40000, t0);
-    CHECK(cc.ssthresh() == 20000);
-    CHECK(cc.cwnd() == 20000);
+    cc.on_ecn(8000, t0);
+    CHECK(cc.ssthresh() == 4000);
+    CHECK(cc.cwnd() == 4000);
 }
 
 TEST_CASE("RFC 9438 §4.2/§4.6: CUBIC K and W_cubic(t) after a loss at 100 segments", "[tcp][cc][cubic]") {

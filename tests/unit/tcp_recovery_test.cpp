@@ -1,0 +1,93 @@
+// Sans-IO tests of when a SACK sender starts a loss recovery (RFC 6675 §5,
+// stack/tcp/tcb_ack.cpp): what counts as a duplicate ACK when both ends send
+// data, and which flights may start a new recovery after the last one.
+#include "tests/unit/tcp_sack_peer.hpp"
+
+using namespace crescent;
+using namespace crescent::tcp;
+using namespace crescent::tcp::test;
+
+namespace {
+
+std::string sent(const TcbFixture& t) {
+    std::string s;
+    for (auto& o : t.out.segments) s += t.describe(o) + "\n";
+    return s;
+}
+
+// An ACK of `ack` that also carries `len` bytes of the peer's own data at
+// peer offset `seq`, with SACK blocks: what a peer sends while it answers
+// (an echo, pipelined RPCs).
+void data_ack(SackPeer& p, int64_t seq, uint32_t len, int64_t ack,
+              std::initializer_list<std::pair<int64_t, int64_t>> blocks) {
+    TcpRepr a = p.t.seg(ACK | PSH, seq, ack);
+    for (auto [l, r] : blocks) a.opts.sack[a.opts.sack_count++] = SackBlock{rel(l), rel(r)};
+    p.t.recv(a, std::string(len, 'r'));
+}
+
+} // namespace
+
+TEST_CASE("RFC 6675 §2: an ACK that carries data and SACKs new data is a duplicate ACK", "[tcp][recovery][sack]") {
+    SackPeer p(false);
+    p.send_segments(5);  // [0, 5000); the first is lost
+    // The peer answers as it receives: each ACK carries 100 bytes of its own
+    // and reports one more segment above the hole. RFC 5681's definition
+    // (no data) would count none of them; RFC 6675's counts each.
+    data_ack(p, 0, 100, 0, {{1000, 2000}});
+    data_ack(p, 100, 100, 0, {{1000, 3000}});
+    CHECK(p.t.tcb->stats().fast_recoveries == 0);
+    CHECK_FALSE(p.sent_seq(0));
+    data_ack(p, 200, 100, 0, {{1000, 4000}});
+    INFO(sent(p.t));
+    CHECK(p.t.tcb->stats().fast_recoveries == 1);
+    CHECK(p.t.tcb->stats().retrans_fast == 1);
+    CHECK(p.sent_seq(0));
+    CHECK(p.t.tcb->stats().rto_events == 0);
+}
+
+TEST_CASE("RFC 5681 §2: without SACK a data-carrying ACK is not a duplicate", "[tcp][recovery]") {
+    Config c = SackPeer::config(false);
+    TcbFixture t(c);
+    t.to_established();
+    for (int i = 0; i < 5; ++i) REQUIRE(t.send(std::string(kMss, 'a')) == SendResult::Ok);
+    t.flush();
+    t.clear();
+    for (int i = 0; i < 4; ++i) t.recv(t.seg(ACK | PSH, i * 100, 0), std::string(100, 'r'));
+    CHECK(t.tcb->stats().fast_recoveries == 0);
+    CHECK(t.tcb->stats().dupacks == 0);
+}
+
+TEST_CASE("RFC 6675 §5.1: a loss in the flight that begins at `recover` starts a new recovery",
+          "[tcp][recovery][sack]") {
+    SackPeer p(false);
+    p.send_segments(10);  // [0, 10000): the first is lost
+    p.ack(0, {{1000, 10000}});
+    REQUIRE(p.t.tcb->stats().fast_recoveries == 1);
+    REQUIRE(p.sent_seq(0));
+    p.t.clear();
+    // The retransmission arrives: everything is acknowledged, snd.una is
+    // exactly `recover`, and the recovery ends.
+    p.ack(10000);
+    // The next message: [10000, 14000), its first segment lost too.
+    p.send_segments(4);
+    p.ack(10000, {{11000, 12000}});
+    p.ack(10000, {{11000, 13000}});
+    p.ack(10000, {{11000, 14000}});
+    INFO(sent(p.t));
+    // RFC 6582 §3.2 would want the cumulative ACK past `recover` first, and
+    // leave this loss to the RTO; with the scoreboard, RFC 6675 §5.1 allows it.
+    CHECK(p.t.tcb->stats().fast_recoveries == 2);
+    CHECK(p.sent_seq(10000));
+    CHECK(p.t.tcb->stats().rto_events == 0);
+}
+
+TEST_CASE("RFC 6675 §5 step 4.2: a recovery halves FlightSize, not the pipe", "[tcp][recovery][sack]") {
+    SackPeer p(false);
+    p.send_segments(10);  // FlightSize 10000; the first segment is lost
+    p.ack(0, {{1000, 10000}});
+    REQUIRE(p.t.tcb->stats().fast_recoveries == 1);
+    // The pipe is ~0 here (nine SACKed, one lost): halving it would leave
+    // 2 SMSS after every single loss.
+    CHECK(p.t.tcb->stats().ssthresh == 5000);
+    CHECK(p.t.tcb->stats().cwnd == 5000);
+}
