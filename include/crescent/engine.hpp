@@ -100,9 +100,11 @@ struct ConnOptions {
     Duration user_timeout = std::chrono::seconds(100);
     // Find a lost tail without the retransmission timeout: a tail loss probe
     // (RFC 8985 §7) after ~2 round trips when the ACKs stop, and early
-    // retransmit (RFC 5827) when fewer than four segments are out. Needs
-    // SACK. Every RPC message is a tail: off, a lost last segment waits for
-    // the RTO (5 ms floor; Linux's is 200 ms).
+    // retransmit (RFC 5827) when fewer than four segments are out, and
+    // RACK's reordering window (RFC 8985 §6) for a hole at snd.una with too
+    // little SACKed above it for DupThresh. Needs SACK. Every RPC message is
+    // a tail: off, a lost last segment waits for the RTO (5 ms floor; Linux's
+    // is 200 ms).
     bool tail_loss_probe = true;
     // Out-of-order data held for reassembly (RFC 9293 §3.10.7.4): at most
     // this many bytes and segments (a segment past either bound is dropped,
@@ -226,6 +228,9 @@ struct ConnStats {
     // \var tlp_recoveries
     // Of those, probes that repaired a loss (the window was reduced).
     uint64_t tlp_probes = 0, tlp_recoveries = 0;
+    // \var rack_losses
+    // Holes at snd.una found lost by RACK's reordering window (RFC 8985 §6), not by DupThresh or the RTO.
+    uint64_t rack_losses = 0;
     uint32_t rx_queued = 0;                   // batch mode: bytes waiting for read()
 };
 

@@ -388,6 +388,7 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
         ts_recent_age_ = now;
     }
     if (!process_ack(seg, len, now, out)) return;
+    arm_reo_timer(now);
 
     // Our FIN acknowledged?
     bool fin_acked = fin_sent_ && snd_.una == data_end() + 1;
@@ -640,7 +641,7 @@ void Tcb::on_fin_received(Instant now, Actions& out) {
 
 void Tcb::enter_time_wait(Instant now, Actions& out) {
     state_ = State::TimeWait;
-    rto_at_ = pto_at_ = persist_at_ = keepalive_at_ = Instant::never();
+    rto_at_ = pto_at_ = reo_at_ = persist_at_ = keepalive_at_ = Instant::never();
     state_at_ = now + cfg_.time_wait;
     // Everything we sent is acknowledged: nothing left in the queue.
     if (!closed_reported_) {
@@ -652,7 +653,7 @@ void Tcb::enter_time_wait(Instant now, Actions& out) {
 
 void Tcb::to_closed(CloseReason why, Actions& out) {
     state_ = State::Closed;
-    rto_at_ = pto_at_ = persist_at_ = delack_at_ = keepalive_at_ = state_at_ = Instant::never();
+    rto_at_ = pto_at_ = reo_at_ = persist_at_ = delack_at_ = keepalive_at_ = state_at_ = Instant::never();
     ack_now_ = false;
     ack_at_flush_ = false;
     window_update_due_ = false;

@@ -13,6 +13,7 @@
 //             and RTOs detected (D-SACK, Eifel) and undone; a DupThresh that
 //             follows the path's reordering (tcb_undo.cpp)
 //   RFC 8985 §7  tail loss probe; RFC 5827  early retransmit (tcb_tlp.cpp)
+//   RFC 8985 §6  RACK's reordering window, for the hole at snd.una (tcb_rack.cpp)
 //   RFC 3168  ECN negotiation; RFC 8257 §3.2 DCTCP precise CE echo
 //   RFC 5961  challenge ACKs (RST, SYN, ACK validity) with a rate limit
 //   RFC 1122  delayed ACK, keepalive, zero-window probes; SWS avoidance (§4.2.3.3/4)
@@ -168,6 +169,12 @@ struct Config {
     // mark the first hole lost — a 4 KiB message is three segments, and
     // DupThresh 3 could never be reached. Off once the path has reordered.
     bool early_retransmit = true;
+    // RFC 8985 §6, for the hole at snd.una (tcb_rack.cpp): SACKed data above
+    // it that is too little for DupThresh — a message's last segments, once
+    // the path has reordered and DupThresh rose — makes it lost after RACK's
+    // reordering window (min_RTT / 4, widened by D-SACKs, at most SRTT)
+    // instead of at the RTO. Needs SACK.
+    bool rack = true;
 
     ReassemblyLimits reassembly;  // bounded out-of-order memory
 
@@ -326,6 +333,7 @@ struct Stats {
     uint32_t reordering = 0;                      // the current reordering degree (segments; DupThresh)
     uint64_t tlp_probes = 0;                      // tail loss probes sent (RFC 8985 §7.3)
     uint64_t tlp_recoveries = 0;                  // probes that repaired a loss (§7.4: cwnd reduced)
+    uint64_t rack_losses = 0;                     // holes found lost by RACK's reordering window (§6)
     uint64_t ooo_segments = 0;                    // segments queued for reassembly
     uint64_t zero_window_events = 0;              // peer advertised zero window
     uint64_t zero_window_probes = 0;
@@ -504,6 +512,14 @@ private:
     void tlp_on_dsack(const SackBlock& b);
     void tlp_on_dupack(SeqNum ack, bool reports_new);
     SackScoreboard::Range last_segment() const;  // the highest-sequence segment sent
+    // RACK's reordering window for the first hole (tcb_rack.cpp).
+    Duration reo_wnd() const;
+    void arm_reo_timer(Instant now);
+    void on_reo_timeout(Instant now, Actions& out);
+    void rack_on_dsack();
+    void rack_on_recovery();
+    bool may_start_recovery() const;
+    void fast_retransmit(Instant now, Actions& out);
     void on_persist(Instant now, Actions& out);
     void to_closed(CloseReason why, Actions& out);
     void enter_time_wait(Instant now, Actions& out);
@@ -608,12 +624,22 @@ private:
         bool active = false;
         bool retrans = false;    // it sent old data again (else new data: nothing to judge)
     } tlp_;
+    // RFC 8985 §6: the hole the reordering timer runs for, and the window's
+    // D-SACK multiplier (RACK.reo_wnd_mult, RACK.dsack_round, reo_wnd_persist).
+    struct Rack {
+        SeqNum una;
+        SeqNum dsack_round;
+        bool dsack_round_valid = false;
+        uint32_t mult = 1;
+        uint32_t persist = 0;
+    } rack_;
     uint32_t dupacks_ = 0;
     bool ecn_cwr_due_ = false;   // set CWR on the next new data segment
     SeqNum ecn_recover_;         // one ECN reaction per window (RFC 3168 §6.1.2)
 
     // RFC 6298.
     Duration srtt_{0}, rttvar_{0}, rto_;
+    Duration min_rtt_{0};        // the smallest RTT sample (RFC 8985 RACK.min_RTT)
     bool have_rtt_ = false;
     uint32_t backoff_ = 0;       // consecutive RTOs / SYN retransmissions
     Instant rto_first_ = Instant::never();  // the first RTO of the current run of them (backoff_ > 0)
@@ -662,6 +688,7 @@ private:
     // Timers (Instant::never() when disarmed). deadline_ = min of them.
     Instant rto_at_ = Instant::never();       // retransmission (or SYN) timer
     Instant pto_at_ = Instant::never();       // tail loss probe (before rto_at_)
+    Instant reo_at_ = Instant::never();       // RACK's reordering window for the hole at snd.una
     Instant persist_at_ = Instant::never();   // zero-window probe
     Instant delack_at_ = Instant::never();
     Instant keepalive_at_ = Instant::never();
@@ -718,7 +745,7 @@ inline bool Tcb::can_send_data() const {
 }
 
 inline void Tcb::update_deadline() {
-    deadline_ = min(min(min(min(rto_at_, pto_at_), persist_at_), min(delack_at_, keepalive_at_)), state_at_);
+    deadline_ = min(min(min(min(rto_at_, pto_at_), min(persist_at_, reo_at_)), min(delack_at_, keepalive_at_)), state_at_);
 }
 
 inline bool Tcb::has_pending_output() const {

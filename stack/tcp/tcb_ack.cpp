@@ -66,17 +66,23 @@ void Tcb::detect_loss(Instant now, Actions& out) {
     // from an old one. The difference is every message of a request/response
     // exchange whose previous message needed a recovery: its flight starts
     // exactly at `recover`.
+    if (loss && may_start_recovery()) fast_retransmit(now, out);
+}
+
+bool Tcb::may_start_recovery() const {
     const bool past_recover = sack_ok_ ? snd_.una - recover_ >= 0 : snd_.una - recover_ > 0;
-    if (loss && (past_recover || st_.fast_recoveries == 0)) {
-        enter_recovery(now);
-        // Fast retransmit of the first unacknowledged segment.
-        uint32_t n = emit_data(snd_.una, snd_.mss, true, now, out);
-        if (n > 0 || (fin_sent_ && snd_.una == data_end())) {
-            ++st_.retrans_fast;
-            high_rxt_ = snd_.una + n;
-        }
-        arm_rto(now);
+    return past_recover || st_.fast_recoveries == 0;
+}
+
+// A fast recovery begins with the first unacknowledged segment sent again.
+void Tcb::fast_retransmit(Instant now, Actions& out) {
+    enter_recovery(now);
+    uint32_t n = emit_data(snd_.una, snd_.mss, true, now, out);
+    if (n > 0 || (fin_sent_ && snd_.una == data_end())) {
+        ++st_.retrans_fast;
+        high_rxt_ = snd_.una + n;
     }
+    arm_rto(now);
 }
 
 void Tcb::process_sack(const TcpRepr& seg, uint32_t* newly_sacked) {
@@ -87,6 +93,7 @@ void Tcb::process_sack(const TcpRepr& seg, uint32_t* newly_sacked) {
     auto u = sb_.update(ack, snd_.max, blocks);
     *newly_sacked = u.newly_sacked;
     if (u.dsack) {
+        rack_on_dsack();
         undo_on_dsack(seg.opts.sack[0]);
         if (tlp_.active) tlp_on_dsack(seg.opts.sack[0]);
     }
@@ -112,7 +119,8 @@ void Tcb::enter_recovery(Instant now) {
     undo_begin(false);
     in_recovery_ = true;
     tlp_.active = false;  // the recovery's response covers what a probe found
-    pto_at_ = Instant::never();
+    pto_at_ = reo_at_ = Instant::never();
+    rack_on_recovery();
     recover_ = snd_.max;
     high_rxt_ = snd_.una;
     ++st_.fast_recoveries;
@@ -126,6 +134,7 @@ void Tcb::enter_recovery(Instant now) {
 void Tcb::rtt_sample(Duration r) {
     if (r.count() <= 0) r = Duration(1000); // clock granularity: at least 1 µs
     ++st_.rtt_samples;
+    if (min_rtt_.count() == 0 || r < min_rtt_) min_rtt_ = r;
     if (!have_rtt_) {
         // RFC 6298 §2.2
         srtt_ = r;

@@ -18,7 +18,7 @@ using namespace detail;
 void Tcb::arm_rto(Instant now) { rto_at_ = now + rto_; }
 
 void Tcb::on_rto(Instant now, Actions& out) {
-    rto_at_ = pto_at_ = Instant::never();
+    rto_at_ = pto_at_ = reo_at_ = Instant::never();
     tlp_.active = false;
     ++st_.rto_events;
     if (state_ == State::SynSent || state_ == State::SynReceived) {
@@ -109,6 +109,7 @@ void Tcb::on_timer(Instant now, Actions& out) {
         }
     }
     if (pto_at_ <= now) on_probe(now, out);  // re-arms the RTO
+    if (reo_at_ <= now) on_reo_timeout(now, out);
     if (rto_at_ <= now) {
         on_rto(now, out);
         if (state_ == State::Closed) return;

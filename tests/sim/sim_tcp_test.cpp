@@ -447,7 +447,8 @@ TEST_CASE("sim bulk: CUBIC under heavy reordering", "[sim][reorder]") {
 // Request/response over a lossy path: every message is a tail. 4 KiB
 // (three segments) and 64 B ping-pong against an echo server, 2 % loss
 // each way on a 40 us round trip, 4000 exchanges, once with the tail loss
-// probe (RFC 8985 §7) and early retransmit (RFC 5827) and once with only
+// probe (RFC 8985 §7), RACK's reordering window (§6) and early retransmit
+// (RFC 5827) and once with only
 // RFC 6675 recovery and the RTO (5 ms floor), on the same seed. With them,
 // a lost segment costs ~2 SRTT (probe), ~1 RTT (a hole the SACKs name) or
 // the 2 ms delayed-ACK allowance when it was alone in flight; without, most
@@ -465,6 +466,7 @@ PingRun ping_pong(uint32_t size, bool probing) {
     for (tcp::HostConfig* h : {&cfg.host_a, &cfg.host_b}) {
         h->tcp.tlp = probing;
         h->tcp.early_retransmit = probing;
+        h->tcp.rack = probing;
     }
     SimNet net(cfg);
     net.listen_echo(7, 16);
@@ -520,13 +522,15 @@ TEST_CASE("sim ping-pong: a lost tail is probed, not left to the RTO", "[sim][tl
 // The same exchange with 64 KiB messages: ~45 segments each way, two or
 // three of them lost per exchange, and the echo's ACKs carry its data. Those
 // ACKs' SACK blocks are duplicate ACKs (RFC 6675 §2), a message may start
-// its own recovery where the last one ended (§5.1), and a recovery halves
-// the window, not the pipe: the SACKs repair nearly every loss, and the RTO
-// is left the lost retransmissions (about one loss in fifty; one in ten
-// while data-carrying ACKs counted for nothing).
+// its own recovery where the last one ended (§5.1), a recovery halves the
+// window, not the pipe, and a hole at snd.una with too little SACKed above
+// it for the raised DupThresh (the link reorders 1 %) is lost after RACK's
+// reordering window (RFC 8985 §6). The RTO is left the lost retransmissions:
+// about one loss in a hundred (one in ten while data-carrying ACKs counted
+// for nothing; one in forty without the reordering window).
 TEST_CASE("sim ping-pong: large messages are repaired by SACK recovery, not the RTO", "[sim][recovery][large]") {
     const PingRun r = ping_pong(65536, true);
     CHECK(r.lost > 4000);
-    CHECK(r.rto_events * 20 < r.lost);
-    CHECK(r.mean_us < 1500);
+    CHECK(r.rto_events * 50 < r.lost);
+    CHECK(r.mean_us < 800);
 }

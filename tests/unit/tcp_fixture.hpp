@@ -69,6 +69,7 @@ public:
         // tcp_tlp_test.cpp turns these two on.
         c.tlp = false;
         c.early_retransmit = false;
+        c.rack = false;
         return c;
     }
 

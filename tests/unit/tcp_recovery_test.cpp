@@ -91,3 +91,67 @@ TEST_CASE("RFC 6675 §5 step 4.2: a recovery halves FlightSize, not the pipe", "
     CHECK(p.t.tcb->stats().ssthresh == 5000);
     CHECK(p.t.tcb->stats().cwnd == 5000);
 }
+
+// ---- RFC 8985 §6: RACK's reordering window for the hole at snd.una ---------
+
+namespace {
+
+constexpr Duration kRtt = 400us;  // SRTT = min_RTT: the reordering window is 100 us
+
+Config racking(bool rack = true) {
+    Config c = SackPeer::config(false);
+    c.rack = rack;
+    return c;
+}
+
+} // namespace
+
+TEST_CASE("RFC 8985 §6: a hole at snd.una with too little SACKed above it is lost after the reordering window",
+          "[tcp][recovery][rack]") {
+    for (bool rack : {true, false}) {
+        INFO("rack " << rack);
+        SackPeer p(racking(rack), kRtt);
+        p.send_segments(2);        // [0, 2000): the first is lost
+        p.ack(0, {{1000, 2000}});  // one segment SACKed: DupThresh (3) is out of reach
+        CHECK_FALSE(p.sent_seq(0));
+        p.t.advance(99us);
+        CHECK_FALSE(p.sent_seq(0));
+        p.t.advance(2us);
+        INFO(sent(p.t));
+        CHECK(p.sent_seq(0) == rack);
+        CHECK(p.t.tcb->stats().rack_losses == (rack ? 1u : 0u));
+        CHECK(p.t.tcb->stats().fast_recoveries == (rack ? 1u : 0u));
+        CHECK(p.t.tcb->stats().rto_events == 0);
+    }
+}
+
+TEST_CASE("RFC 8985 §6: an original that arrives within the window stops the timer", "[tcp][recovery][rack]") {
+    SackPeer p(racking(), kRtt);
+    p.send_segments(2);
+    p.ack(0, {{1000, 2000}});
+    p.t.advance(50us);
+    p.ack(2000);  // the first segment was only late
+    p.t.advance(1ms);
+    CHECK_FALSE(p.sent_seq(0));
+    CHECK(p.t.tcb->stats().rack_losses == 0);
+    CHECK(p.t.tcb->stats().fast_recoveries == 0);
+}
+
+TEST_CASE("RFC 8985 §6.2: a D-SACK widens the reordering window by another min_RTT / 4", "[tcp][recovery][rack]") {
+    SackPeer p(racking(), kRtt);
+    p.send_segments(2);
+    p.ack(0, {{1000, 2000}});
+    p.t.advance(101us);
+    REQUIRE(p.sent_seq(0));  // declared lost at 100 us ...
+    p.t.clear();
+    p.ack(2000);               // ... but the original came,
+    p.ack(2000, {{0, 1000}});  // and the retransmission is reported duplicate
+    p.send_segments(2, 'c');   // [2000, 4000), the first late again
+    p.ack(2000, {{3000, 4000}});
+    p.t.advance(199us);
+    CHECK_FALSE(p.sent_seq(2000));
+    p.t.advance(2us);
+    INFO(sent(p.t));
+    CHECK(p.sent_seq(2000));
+    CHECK(p.t.tcb->stats().rack_losses == 2);
+}
