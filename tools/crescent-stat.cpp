@@ -279,11 +279,13 @@ int cmd_ss(const std::string& target, const std::string& filters) {
         // Linux's ss prints backoff only while the RTO is backed off.
         const std::string backoff = m["backoff"].empty() || m["backoff"] == "0" ? "" : " backoff:" + m["backoff"];
         // And reordering only when the path raised it above the default 3; crescent's own
-        // counters of spurious responses undone and tail loss probes only when non-zero.
+        // counters of spurious responses undone, tail loss probes and holes RACK's
+        // reordering window found lost only when non-zero.
         std::string extra;
         if (!m["reordering"].empty() && m["reordering"] != "3") extra += " reordering:" + m["reordering"];
         if (!m["undone"].empty() && m["undone"] != "0") extra += " undone:" + m["undone"];
         if (!m["tlp_probes"].empty() && m["tlp_probes"] != "0") extra += " tlp_probes:" + m["tlp_probes"];
+        if (!m["rack_losses"].empty() && m["rack_losses"] != "0") extra += " rack_losses:" + m["rack_losses"];
         std::printf("\t %s %s%s%swscale:%s rto:%.3f%s rtt:%.3f/%.3f mss:%s cwnd:%s ssthresh:%s bytes_sent:%s "
                     "bytes_retrans:%s bytes_acked:%s bytes_received:%s segs_out:%s segs_in:%s retrans:%s "
                     "unacked:%s snd_wnd:%s rcv_wnd:%s%s\n",

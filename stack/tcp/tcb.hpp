@@ -6,7 +6,9 @@
 //   RFC 6298  RTO computation, backoff, Karn's rule
 //   RFC 7323  window scale, timestamps, PAWS (with Linux's allowances, tcb.cpp paws_rejects())
 //   RFC 6691  MSS option value
-//   RFC 2018  SACK (receiver blocks) / RFC 6675 SACK-based loss recovery
+//   RFC 2018  SACK (receiver blocks) / RFC 6675 SACK-based loss recovery (§2's duplicate
+//             ACK: any ACK SACKing new data, data-carrying ones too; §5.1's new recovery
+//             at snd.una = recover; tcb_ack.cpp)
 //   RFC 5681, RFC 6582  congestion control / NewReno fast recovery (SACK off)
 //   RFC 3042  limited transmit (extended to a raised DupThresh, RFC 4653 §3.1)
 //   RFC 2883, RFC 3708, RFC 3522, RFC 4015  D-SACK; spurious fast recoveries
