@@ -491,14 +491,19 @@ PingRun ping_pong(uint32_t size, bool probing) {
     r.p99_us = double(rt[rt.size() * 99 / 100].count()) / 1e3;
     r.p999_us = double(rt[rt.size() * 999 / 1000].count()) / 1e3;
     r.lost = net.link_from(Side::A).stats().lost + net.link_from(Side::B).stats().lost;
+    uint64_t rack = 0, retrans = 0, undone = 0;
     for (const Endpoint* e : {static_cast<const Endpoint*>(a), b}) {
         r.probes += e->stats.tlp_probes;
         r.rto_events += e->stats.rto_events;
+        rack += e->stats.rack_losses;
+        retrans += e->stats.retrans_timeout + e->stats.retrans_fast + e->stats.retrans_sack + e->stats.retrans_rescue;
+        undone += e->stats.undo_recoveries + e->stats.undo_rtos;
     }
     std::fprintf(stderr, "sim ping %5u B %-10s: mean %7.1f us, p99 %7.1f us, p99.9 %7.1f us, >=5 ms %llu, "
-                 "probes %llu, RTOs %llu, link lost %llu/%llu\n",
+                 "probes %llu, RACK %llu, RTOs %llu, retransmitted %llu (undone %llu), link lost %llu/%llu\n",
                  size, probing ? "probing" : "rto only", r.mean_us, r.p99_us, r.p999_us, (unsigned long long)r.slow,
-                 (unsigned long long)r.probes, (unsigned long long)r.rto_events,
+                 (unsigned long long)r.probes, (unsigned long long)rack, (unsigned long long)r.rto_events,
+                 (unsigned long long)retrans, (unsigned long long)undone,
                  (unsigned long long)net.link_from(Side::A).stats().lost,
                  (unsigned long long)net.link_from(Side::B).stats().lost);
     check_all_freed(net);
