@@ -15,7 +15,8 @@
 //             and RTOs detected (D-SACK, Eifel) and undone; a DupThresh that
 //             follows the path's reordering (tcb_undo.cpp)
 //   RFC 8985 §7  tail loss probe; RFC 5827  early retransmit (tcb_tlp.cpp)
-//   RFC 8985 §6  RACK's reordering window, for the hole at snd.una (tcb_rack.cpp)
+//   RFC 8985 §6  RACK's reordering window, for the hole at snd.una and its
+//             retransmission (tcb_rack.cpp)
 //   RFC 3168  ECN negotiation; RFC 8257 §3.2 DCTCP precise CE echo
 //   RFC 5961  challenge ACKs (RST, SYN, ACK validity) with a rate limit
 //   RFC 1122  delayed ACK, keepalive, zero-window probes; SWS avoidance (§4.2.3.3/4)
@@ -520,6 +521,8 @@ private:
     void on_reo_timeout(Instant now, Actions& out);
     void rack_on_dsack();
     void rack_on_recovery();
+    void rack_note_retransmit(SeqNum seq);
+    bool rack_una_rxt_lost() const;
     bool may_start_recovery() const;
     void fast_retransmit(Instant now, Actions& out);
     void on_persist(Instant now, Actions& out);
@@ -634,6 +637,14 @@ private:
         bool dsack_round_valid = false;
         uint32_t mult = 1;
         uint32_t persist = 0;
+        // In a recovery: snd.una's segment was last sent again at `una_rxt`
+        // (valid while snd.una is there); `later` holds the starts of the
+        // retransmissions sent after it, up to kLater of them.
+        static constexpr uint32_t kLater = 8;
+        bool una_rxt_valid = false;
+        SeqNum una_rxt;
+        uint32_t later_n = 0;
+        std::array<SeqNum, kLater> later{};
     } rack_;
     uint32_t dupacks_ = 0;
     bool ecn_cwr_due_ = false;   // set CWR on the next new data segment

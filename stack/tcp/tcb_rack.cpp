@@ -17,8 +17,14 @@
 // "delivered after it": every byte SACKed above snd.una was sent after it, or
 // with it, unless snd.una's segment was itself retransmitted — and then the
 // RFC 6582 guard below (no recovery before snd.una passes `recover`) keeps
-// the timer from sending it a third time. Lost retransmissions, and holes
-// above the first, are still RFC 6675's and the RTO's.
+// the timer from sending it a third time.
+//
+// In a recovery the same timer judges snd.una's retransmission by what was
+// sent after it (RACK's own rule, for the retransmissions only): once a
+// later retransmission — of another hole — is SACKed while snd.una's is
+// not, snd.una's is lost when the window has passed, and is sent again.
+// A lost retransmission with nothing sent after it (the only hole) is
+// still the RTO's, as are holes above the first.
 #include "stack/tcp/tcb.hpp"
 #include "stack/tcp/tcb_detail.hpp"
 
@@ -38,7 +44,8 @@ Duration Tcb::reo_wnd() const {
 // After an ACK was taken: SACKed data above the hole at snd.una that has
 // not made it lost arms the timer, once per hole.
 void Tcb::arm_reo_timer(Instant now) {
-    if (!cfg_.rack || !sack_ok_ || in_recovery_ || sb_.empty() || !have_rtt_ || backoff_ > 0) {
+    if (!cfg_.rack || !sack_ok_ || sb_.empty() || !have_rtt_ || backoff_ > 0 ||
+        (in_recovery_ && !rack_una_rxt_lost())) {
         reo_at_ = Instant::never();
         return;
     }
@@ -49,10 +56,36 @@ void Tcb::arm_reo_timer(Instant now) {
 
 void Tcb::on_reo_timeout(Instant now, Actions& out) {
     reo_at_ = Instant::never();
-    if (in_recovery_ || sb_.empty() || snd_.una != rack_.una || snd_.max == snd_.una || !may_start_recovery())
+    if (sb_.empty() || snd_.una != rack_.una || snd_.max == snd_.una) return;
+    if (in_recovery_) {
+        if (!rack_una_rxt_lost()) return;
+        ++st_.rack_losses;
+        if (emit_data(snd_.una, snd_.mss, true, now, out) > 0) ++st_.retrans_sack;  // notes it: later ones start over
         return;
+    }
+    if (!may_start_recovery()) return;
     ++st_.rack_losses;
     fast_retransmit(now, out);
+}
+
+// emit_data() sent [seq, ...) again during a recovery.
+void Tcb::rack_note_retransmit(SeqNum seq) {
+    if (seq == snd_.una) {
+        rack_.una_rxt_valid = true;
+        rack_.una_rxt = seq;
+        rack_.later_n = 0;
+    } else if (rack_.una_rxt_valid && rack_.later_n < Rack::kLater) {
+        rack_.later[rack_.later_n++] = seq;
+    }
+}
+
+// snd.una's last retransmission is still missing while one sent after it
+// has been SACKed.
+bool Tcb::rack_una_rxt_lost() const {
+    if (!rack_.una_rxt_valid || rack_.una_rxt != snd_.una || sb_.is_sacked(snd_.una)) return false;
+    for (uint32_t i = 0; i < rack_.later_n; ++i)
+        if (rack_.later[i] - snd_.una > 0 && sb_.is_sacked(rack_.later[i])) return true;
+    return false;
 }
 
 // RFC 8985 §6.2 step 4: a D-SACK in a round trip that has had none widens
@@ -68,6 +101,8 @@ void Tcb::rack_on_dsack() {
 // A recovery begins: the widened window lasts 16 of them.
 void Tcb::rack_on_recovery() {
     if (rack_.persist > 0 && --rack_.persist == 0) rack_.mult = 1;
+    rack_.una_rxt_valid = false;
+    rack_.later_n = 0;
 }
 
 } // namespace crescent::tcp

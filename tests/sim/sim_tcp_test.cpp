@@ -530,12 +530,14 @@ TEST_CASE("sim ping-pong: a lost tail is probed, not left to the RTO", "[sim][tl
 // its own recovery where the last one ended (§5.1), a recovery halves the
 // window, not the pipe, and a hole at snd.una with too little SACKed above
 // it for the raised DupThresh (the link reorders 1 %) is lost after RACK's
-// reordering window (RFC 8985 §6). The RTO is left the lost retransmissions:
-// about one loss in a hundred (one in ten while data-carrying ACKs counted
-// for nothing; one in forty without the reordering window).
+// reordering window (RFC 8985 §6), which also finds snd.una's retransmission
+// lost once a later retransmission is SACKed. The RTO is left the lost
+// retransmissions of single holes: about one loss in 280 (one in ten while
+// data-carrying ACKs counted for nothing; one in forty without the window,
+// one in 110 without it in recovery).
 TEST_CASE("sim ping-pong: large messages are repaired by SACK recovery, not the RTO", "[sim][recovery][large]") {
     const PingRun r = ping_pong(65536, true);
     CHECK(r.lost > 4000);
-    CHECK(r.rto_events * 50 < r.lost);
-    CHECK(r.mean_us < 800);
+    CHECK(r.rto_events * 150 < r.lost);
+    CHECK(r.mean_us < 620);
 }

@@ -155,3 +155,29 @@ TEST_CASE("RFC 8985 §6.2: a D-SACK widens the reordering window by another min_
     CHECK(p.sent_seq(2000));
     CHECK(p.t.tcb->stats().rack_losses == 2);
 }
+
+TEST_CASE("RFC 8985 §6: a retransmission of snd.una that a later retransmission overtook is sent again",
+          "[tcp][recovery][rack]") {
+    for (bool rack : {true, false}) {
+        INFO("rack " << rack);
+        SackPeer p(racking(rack), kRtt);
+        p.send_segments(10);  // [0, 10000): 0 and 5000 lost
+        p.ack(0, {{6000, 10000}, {1000, 5000}});
+        REQUIRE(p.t.tcb->stats().fast_recoveries == 1);
+        REQUIRE(p.sent_seq(0));
+        REQUIRE(p.sent_seq(5000));  // after 0's retransmission
+        p.t.clear();
+        // 5000's retransmission arrives; 0's is lost again. The path has
+        // shown no reordering: in a recovery the window is zero (§6.2 step 4).
+        p.ack(0, {{1000, 10000}});
+        p.t.advance(1us);
+        INFO(sent(p.t));
+        CHECK(p.sent_seq(0) == rack);
+        CHECK(p.t.tcb->stats().rack_losses == (rack ? 1u : 0u));
+        CHECK(p.t.tcb->stats().rto_events == 0);
+        // Sent again once: nothing later has been delivered since.
+        p.t.clear();
+        p.t.advance(300us);
+        CHECK_FALSE(p.sent_seq(0));
+    }
+}
