@@ -176,7 +176,8 @@ struct Config {
     // it that is too little for DupThresh — a message's last segments, once
     // the path has reordered and DupThresh rose — makes it lost after RACK's
     // reordering window (min_RTT / 4, widened by D-SACKs, at most SRTT)
-    // instead of at the RTO. Needs SACK.
+    // instead of at the RTO; in a recovery, so does a SACKed retransmission
+    // sent after snd.una's. Needs SACK.
     bool rack = true;
 
     ReassemblyLimits reassembly;  // bounded out-of-order memory
@@ -515,7 +516,7 @@ private:
     void tlp_on_dsack(const SackBlock& b);
     void tlp_on_dupack(SeqNum ack, bool reports_new);
     SackScoreboard::Range last_segment() const;  // the highest-sequence segment sent
-    // RACK's reordering window for the first hole (tcb_rack.cpp).
+    // RACK's reordering window for the first hole and its retransmission (tcb_rack.cpp).
     Duration reo_wnd() const;
     void arm_reo_timer(Instant now);
     void on_reo_timeout(Instant now, Actions& out);
@@ -637,12 +638,11 @@ private:
         bool dsack_round_valid = false;
         uint32_t mult = 1;
         uint32_t persist = 0;
-        // In a recovery: snd.una's segment was last sent again at `una_rxt`
-        // (valid while snd.una is there); `later` holds the starts of the
-        // retransmissions sent after it, up to kLater of them.
+        // In a recovery: the snd.una whose segment was last sent again (it
+        // counts while snd.una is still there); `later` holds the starts of
+        // the retransmissions sent after it, up to kLater of them.
         static constexpr uint32_t kLater = 8;
-        bool una_rxt_valid = false;
-        SeqNum una_rxt;
+        std::optional<SeqNum> una_rxt;
         uint32_t later_n = 0;
         std::array<SeqNum, kLater> later{};
     } rack_;

@@ -71,10 +71,9 @@ void Tcb::on_reo_timeout(Instant now, Actions& out) {
 // emit_data() sent [seq, ...) again during a recovery.
 void Tcb::rack_note_retransmit(SeqNum seq) {
     if (seq == snd_.una) {
-        rack_.una_rxt_valid = true;
         rack_.una_rxt = seq;
         rack_.later_n = 0;
-    } else if (rack_.una_rxt_valid && rack_.later_n < Rack::kLater) {
+    } else if (rack_.una_rxt && rack_.later_n < Rack::kLater) {
         rack_.later[rack_.later_n++] = seq;
     }
 }
@@ -82,7 +81,7 @@ void Tcb::rack_note_retransmit(SeqNum seq) {
 // snd.una's last retransmission is still missing while one sent after it
 // has been SACKed.
 bool Tcb::rack_una_rxt_lost() const {
-    if (!rack_.una_rxt_valid || rack_.una_rxt != snd_.una || sb_.is_sacked(snd_.una)) return false;
+    if (rack_.una_rxt != snd_.una || sb_.is_sacked(snd_.una)) return false;
     for (uint32_t i = 0; i < rack_.later_n; ++i)
         if (rack_.later[i] - snd_.una > 0 && sb_.is_sacked(rack_.later[i])) return true;
     return false;
@@ -101,7 +100,7 @@ void Tcb::rack_on_dsack() {
 // A recovery begins: the widened window lasts 16 of them.
 void Tcb::rack_on_recovery() {
     if (rack_.persist > 0 && --rack_.persist == 0) rack_.mult = 1;
-    rack_.una_rxt_valid = false;
+    rack_.una_rxt.reset();
     rack_.later_n = 0;
 }
 

@@ -9,12 +9,6 @@ using namespace crescent::tcp::test;
 
 namespace {
 
-std::string sent(const TcbFixture& t) {
-    std::string s;
-    for (auto& o : t.out.segments) s += t.describe(o) + "\n";
-    return s;
-}
-
 // An ACK of `ack` that also carries `len` bytes of the peer's own data at
 // peer offset `seq`, with SACK blocks: what a peer sends while it answers
 // (an echo, pipelined RPCs).

@@ -82,4 +82,11 @@ struct SackPeer {
     uint32_t tsval = 100;
 };
 
+// The segments the TCB has emitted since the last clear(), one per line (for INFO()).
+inline std::string sent(const TcbFixture& t) {
+    std::string s;
+    for (auto& o : t.out.segments) s += t.describe(o) + "\n";
+    return s;
+}
+
 } // namespace crescent::tcp::test

@@ -22,11 +22,6 @@ Config probing(bool sack = true) {
     return c;
 }
 
-std::string sent(const TcbFixture& t) {
-    std::string s;
-    for (auto& o : t.out.segments) s += t.describe(o) + "\n";
-    return s;
-}
 
 // Four segments sent; after one RTT the first three are acknowledged and the
 // fourth (the tail) never is. The probe is due 2 SRTT + the delayed-ACK
