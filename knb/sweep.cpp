@@ -138,6 +138,12 @@ const char* kUsage =
     "                       steering program is attached (kernel/busy+xdp: the bed's cost for\n"
     "                       kernel flows); a table puts them beside the kernel/busy runs (needs\n"
     "                       kernel in --stacks and busy in --kernel-waits)\n"
+    "  --loss PCT           lose PCT % (0 < PCT <= 50) of the frames each way, independently: crescent\n"
+    "                       through its engine's --impair (on RX and TX of both sides), kernel TCP in\n"
+    "                       netfilter's input hook of both namespaces (tools/knb-bed kernel-loss; the\n"
+    "                       frames it saw and dropped go in each kernel run's document)\n"
+    "  --kernel-rto-min MS  (veth) kernel runs with the route's minimum RTO at MS ms (1..1000) instead of\n"
+    "                       the kernel's 200 ms (crescent's default floor is 5 ms)\n"
     "The bed must be up: tools/knb-bed up veth|memif.\n";
 
 // The frame that carries a knb RPC request of `size` bytes (crescent sends
@@ -270,6 +276,15 @@ bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
             sw->client_args = v;
         } else if (f == "--raw-args") {
             sw->raw_args = v;
+        } else if (f == "--loss") {
+            char* end = nullptr;
+            double d = std::strtod(v.c_str(), &end);
+            if (*end || !std::isfinite(d) || d <= 0 || d > 50) return bad("a percentage above 0 and at most 50");
+            sw->loss = d;
+        } else if (f == "--kernel-rto-min") {
+            std::vector<uint64_t> ms;
+            if (!number_list(v, 1, 1000, &ms) || ms.size() != 1) return bad("a number of milliseconds in 1..1000");
+            sw->kernel_rto_min = unsigned(ms[0]);
         } else {
             return fail("unknown option '" + f + "' (see knb sweep --help)");
         }
@@ -295,6 +310,20 @@ bool parse_sweep(int argc, char** argv, Sweep* sw, std::string* err) {
         if (!has(sw->stacks, Stack::Crescent) || !has(sw->stacks, Stack::Kernel) || !has(sw->waits, Wait::Busy))
             return fail("--kernel-client puts a kernel client served by crescent beside one served by the busy "
                         "kernel: give --stacks crescent,kernel and busy in --kernel-waits");
+    }
+    if (sw->loss > 0) {
+        if (sw->kernel_client)
+            return fail("--loss with --kernel-client is not supported: crescent's impairment and the kernel's "
+                        "netfilter loss would both fall on the same frames");
+        if (sw->raw) return fail("--loss with --raw: the raw limit is the lossless bed's; measure it without --loss");
+        if (sw->server_args.find("--impair") != std::string::npos ||
+            sw->client_args.find("--impair") != std::string::npos)
+            return fail("--loss sets crescent's --impair itself: leave it out of --server-args and --client-args");
+    }
+    if (sw->kernel_rto_min != 0) {
+        if (sw->bed != "veth") return fail("--kernel-rto-min needs --bed veth: kernel TCP has no memif device");
+        if (std::find(sw->stacks.begin(), sw->stacks.end(), Stack::Kernel) == sw->stacks.end())
+            return fail("--kernel-rto-min tunes the kernel runs: add kernel to --stacks");
     }
     if (access(sw->bed_script.c_str(), X_OK) != 0)
         return fail("--bed-script: " + sw->bed_script + " is not an executable script");
@@ -388,6 +417,10 @@ public:
             sw.knb_path.assign(buf, size_t(n));
         }
         std::fprintf(stderr, "knb sweep: bed %s, logs and run documents in %s\n", sw.bed.c_str(), sw.out.c_str());
+        if (sw.kernel_rto_min != 0) {
+            const auto [rc, out] = bed_cmd("kernel-rto-min", std::to_string(sw.kernel_rto_min));
+            if (rc != 0) return die("cannot set the kernel's minimum RTO: " + last_line(out));
+        }
         print_sweep_header();
         if (sw.bed == "memif" && std::find(sw.stacks.begin(), sw.stacks.end(), Stack::Kernel) != sw.stacks.end())
             std::fprintf(stderr, "knb sweep: kernel TCP has no memif device: kernel runs skipped on this bed\n");
@@ -395,6 +428,9 @@ public:
             if (sw.repeat > 1) std::printf("# round %u of %u\n", round, sw.repeat);
             run_round();
         }
+        // The bed as it was: no loss rules, the kernel's own minimum RTO.
+        if (sw.kernel_rto_min != 0) bed_cmd("kernel-rto-min", "0");
+        if (sw.loss > 0 && has_kernel_runs()) bed_cmd("kernel-loss", "0");
         write_document(sw, res);
         print_comparison(sw, res);
         print_raw_comparison(sw, res);
@@ -417,6 +453,7 @@ private:
     Results res;
     unsigned serial = 0;
     unsigned round = 1;  // of sw.repeat: finish() and finish_raw() stamp it on what they record
+    unsigned impair_seed = 0;  // --loss: each crescent process draws its own losses
 
     // The grid once: every stack variant's server and its points, then the
     // raw limit and the kernel-behind-XDP control.
@@ -442,6 +479,32 @@ private:
                 if (g_interrupted) break;
                 run_kernel_behind_xdp(t);
             }
+    }
+
+    bool has_kernel_runs() const {
+        return sw.bed == "veth" && std::find(sw.stacks.begin(), sw.stacks.end(), Stack::Kernel) != sw.stacks.end();
+    }
+
+    // `knb-bed CMD BED [ARG]`, run to its end: its exit status and output.
+    std::pair<int, std::string> bed_cmd(const std::string& cmd, const std::string& arg = "") const {
+        std::string line = sh_quote(sw.bed_script) + " " + cmd + " " + sw.bed;
+        if (!arg.empty()) line += " " + sh_quote(arg);
+        FILE* f = popen((line + " 2>&1").c_str(), "r");
+        if (!f) return {-1, "popen failed"};
+        std::string out;
+        char buf[512];
+        while (size_t n = std::fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+        const int st = pclose(f);
+        return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+    }
+
+    // --loss for crescent: each frame crosses two impairments (the sender's
+    // TX, the receiver's RX), each losing q, so that 1 - (1 - q)^2 = loss.
+    std::string impair_arg() {
+        const double q = 100.0 * (1.0 - std::sqrt(1.0 - sw.loss / 100.0));
+        char b[96];
+        std::snprintf(b, sizeof b, " --impair loss=%.6g,seed=%u", q, ++impair_seed);
+        return b;
     }
 
     // The run rows' first column: wide enough for "kernel>crescent/inline".
@@ -504,11 +567,12 @@ private:
                          slog.c_str());
     }
 
-    std::string server_cmd(const Point& base) const {
+    std::string server_cmd(const Point& base) {
         std::string cmd = "$KNB_SERVER_WRAP " + sh_quote(sw.knb_path) + " server" + common(base);
         if (base.stack == Stack::Crescent) cmd += " $KNB_SERVER_DEV_ARGS --file-prefix $KNB_SERVER_PREFIX";
         if (!sw.server_cpus.empty()) cmd += " --cpus " + sw.server_cpus;
         if (!sw.server_args.empty()) cmd += " " + sw.server_args;
+        if (sw.loss > 0 && base.stack == Stack::Crescent) cmd += impair_arg();
         return cmd;
     }
 
@@ -601,6 +665,22 @@ private:
         if (p.served_by == kKernelBehindXdp) cmd += " --port " + std::to_string(kBehindXdpPort);
         if (!sw.client_cpus.empty()) cmd += " --cpus " + sw.client_cpus;
         if (!sw.client_args.empty()) cmd += " " + sw.client_args;
+        char pct[32];
+        std::snprintf(pct, sizeof pct, "%g", sw.loss);
+        if (sw.loss > 0 && p.stack == Stack::Crescent) {
+            const std::string imp = impair_arg();
+            cmd += imp;
+            p.loss_json = std::string("{\"pct\":") + pct + ",\"impair\":\"" + imp.substr(imp.find("loss=")) + "\"}";
+        }
+        if (sw.loss > 0 && p.stack == Stack::Kernel) {
+            // Fresh rules (their counters from 0) for this run only.
+            const auto [rc, out] = bed_cmd("kernel-loss", pct);
+            if (rc != 0) {
+                p.error = "cannot set the kernel's loss: " + last_line(out);
+                finish(std::move(p));
+                return;
+            }
+        }
         pid_t cl = spawn(script(cmd), log);
         pid_t pr = -1;
         const std::string plog = sw.out + "/probe-" + id + ".log";
@@ -619,6 +699,7 @@ private:
             std::fprintf(stderr, "knb sweep: probe during the %s run: %s (exit %d): %s\n", variant(p).c_str(),
                          prc == 0 ? "answered" : "FAILED", prc, last_line(out).c_str());
         }
+        if (sw.loss > 0 && p.stack == Stack::Kernel) note_kernel_loss(p, pct);
         p.doc = read_file(doc);
         while (!p.doc.empty() && (p.doc.back() == '\n' || p.doc.back() == ' ')) p.doc.pop_back();
         if (rc == 0 && !p.doc.empty()) {
@@ -628,6 +709,23 @@ private:
             p.error = rc == 130 ? "interrupted" : (l.empty() ? "client exited with status " + std::to_string(rc) : l);
         }
         finish(std::move(p));
+    }
+
+    // The kernel run's frames seen and dropped by the bed's loss rules (then removed).
+    void note_kernel_loss(Point& p, const char* pct) {
+        const auto [rc, out] = bed_cmd("kernel-loss-count");
+        unsigned long long seen = 0, dropped = 0;
+        if (rc != 0 || std::sscanf(out.c_str(), "%llu %llu", &seen, &dropped) != 2) {
+            std::fprintf(stderr, "knb sweep: cannot read the kernel's loss counters: %s\n", last_line(out).c_str());
+            p.loss_json = std::string("{\"pct\":") + pct + "}";
+        } else {
+            p.loss_json = std::string("{\"pct\":") + pct + ",\"frames\":" + std::to_string(seen) +
+                          ",\"dropped\":" + std::to_string(dropped) + "}";
+            std::fprintf(stderr, "knb sweep: %s %" PRIu64 " B qd %" PRIu64 ": netfilter dropped %llu of %llu TCP frames "
+                         "(%.2f %%)\n", variant(p).c_str(), p.size, p.iodepth, dropped, seen,
+                         seen ? 100.0 * double(dropped) / double(seen) : 0.0);
+        }
+        bed_cmd("kernel-loss", "0");
     }
 
     // --raw: one reflector for `threads` queues on the server side, a ping per size x iodepth point.
@@ -783,6 +881,11 @@ private:
                     "on each side (getrusage over the window), retransmissions client+server\n");
         if (sw.resp_size != 0)
             std::printf("# size is the request's; every response is %" PRIu64 " B (--resp-size)\n", sw.resp_size);
+        if (sw.loss > 0)
+            std::printf("# --loss %g: %g %% of the frames lost each way (crescent: --impair on both sides' RX and "
+                        "TX; kernel TCP: nftables in both namespaces' input hook)\n", sw.loss, sw.loss);
+        if (sw.kernel_rto_min != 0)
+            std::printf("# kernel runs with rto_min %u ms on the bed's route (--kernel-rto-min)\n", sw.kernel_rto_min);
         std::printf("%-*s %6s %4s %3s %11s %8s %7s %7s %7s %8s %7s %7s %7s\n", vw(), "variant", "size", "qd", "thr",
                     "RPC/s", "Gbit/s", "p50", "p90", "p99", "p99.9", "cpu-c", "cpu-s", "retrans");
     }

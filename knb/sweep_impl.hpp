@@ -49,6 +49,8 @@ struct Sweep {
     bool kernel_client = false;  // --kernel-client
     unsigned repeat = 1;         // --repeat: rounds of the whole grid
     std::string raw_args;
+    double loss = 0;              // --loss: percent of frames lost each way (0: none)
+    unsigned kernel_rto_min = 0;  // --kernel-rto-min: ms on the bed's route for kernel runs (0: the kernel's)
 };
 
 struct Point {
@@ -64,6 +66,10 @@ struct Point {
     // --kernel-client: a busy kernel client's run against this server
     // variant ("crescent/inline", or kKernelBehindXdp); "" for the rest.
     std::string served_by;
+    // --loss: how this run lost its frames, a JSON object for its document
+    // ({"pct":..,"impair":..} for crescent, {"pct":..,"frames":..,"dropped":..}
+    // for kernel TCP, counted by the bed's nftables rules); "" without --loss.
+    std::string loss_json;
 };
 
 // One `knb raw ping` against the bed's reflector, for the RPC point (size, iodepth, threads).

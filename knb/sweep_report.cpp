@@ -174,16 +174,24 @@ void write_document(const Sweep& sw, const Results& res) {
     d += num;
     if (sw.resp_size != 0) d += ",\"resp_size\":" + std::to_string(sw.resp_size);
     if (sw.repeat > 1) d += ",\"repeat\":" + std::to_string(sw.repeat);
-    // A --repeat sweep's run documents say their round.
-    auto doc_of = [&](const std::string& doc, unsigned round) {
-        if (sw.repeat == 1 || doc.empty() || doc[0] != '{') return doc;
-        return "{\"round\":" + std::to_string(round) + "," + doc.substr(1);
+    if (sw.loss > 0) {
+        std::snprintf(num, sizeof num, ",\"loss_pct\":%g", sw.loss);
+        d += num;
+    }
+    if (sw.kernel_rto_min != 0) d += ",\"kernel_rto_min_ms\":" + std::to_string(sw.kernel_rto_min);
+    // A --repeat sweep's run documents say their round; a --loss sweep's, how they lost frames.
+    auto doc_of = [&](const Point& p) {
+        if (p.doc.empty() || p.doc[0] != '{') return p.doc;
+        std::string head;
+        if (sw.repeat > 1) head += "\"round\":" + std::to_string(p.round) + ",";
+        if (!p.loss_json.empty()) head += "\"loss\":" + p.loss_json + ",";
+        return head.empty() ? p.doc : "{" + head + p.doc.substr(1);
     };
     d += ",\"runs\":[";
     bool first = true;
     for (const Point& p : res.points) {
         if (p.doc.empty() || !p.served_by.empty()) continue;
-        d += (first ? "" : ",\n") + doc_of(p.doc, p.round);
+        d += (first ? "" : ",\n") + doc_of(p);
         first = false;
     }
     d += "],\"failed\":[";
@@ -204,7 +212,7 @@ void write_document(const Sweep& sw, const Results& res) {
         for (const Point& p : res.points) {
             if (p.doc.empty() || p.served_by.empty()) continue;
             d += std::string(first ? "" : ",\n") + "{\"served_by\":\"" + json_escape(p.served_by) + "\",\"run\":" +
-                 doc_of(p.doc, p.round) + "}";
+                 doc_of(p) + "}";
             first = false;
         }
     }

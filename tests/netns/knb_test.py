@@ -6,7 +6,7 @@ Usage: knb_test.py KNB KERNEL_ECHO CRESCENT_ECHO CASE
   KNB            the knb binary
   KERNEL_ECHO    examples/kernel-echo (an RFC 862 server knb did not write)
   CRESCENT_ECHO  examples/crescent-echo (the same over crescent)
-  CASE           crescent | kernel | echo | failures | sweep | kernel_client | repeat | badargs
+  CASE           crescent | kernel | echo | failures | sweep | kernel_client | repeat | loss | badargs
 
 Every case but badargs builds its own bed with `tools/knb-bed up veth` under
 KNB_BED_NAME=kn<pid> (server in NAME-a 10.77.0.1, client in NAME-b 10.77.0.2) and always
@@ -40,6 +40,13 @@ timing threshold. Exit: 0 pass, 1 fail, 77 skip (not root).
             grid twice, each run's document saying its round (two of each variant, one per
             round), the raw limit once per round, and tables of medians with the range
             of the rounds' own ratios, fractions and ceilings (raw over the kernel).
+  loss      knb sweep --loss 2 --kernel-rto-min 5 (4 KiB, iodepth 1, crescent inline against
+            kernel busy): each run's document says how it lost frames — crescent through
+            --impair at 1-sqrt(1-2%) on each of the two crossings, and retransmitted; the
+            kernel through the bed's nftables rules, which counted its frames and dropped
+            0.5-6 % of them, and it retransmitted too. During the kernel run the route
+            carried rto_min 5 ms; after the sweep no loss table and no rto_min are left.
+            tools/knb-bed refuses kernel-loss on memif and a percentage above 50.
   badargs   bad options: one line naming the problem, exit 2 (no root needed).
 """
 import glob
@@ -381,6 +388,42 @@ def case_repeat():
               f"one ceiling row (raw round trips/s over the busy kernel's RPC/s), with the rounds' range: {ceil_rows}")
 
 
+def case_loss():
+    with Bed() as b:
+        probe = (f"ip -n {NAME}-a route show 10.77.0.0/24; ip netns exec {NAME}-a nft list tables")
+        r, d, _ = run_sweep("loss", ["--stacks", "crescent,kernel", "--kernel-waits", "busy", "--sizes", "4096",
+                                     "--iodepths", "1", "--loss", "2", "--kernel-rto-min", "5"])
+        check(d.get("loss_pct") == 2 and d.get("kernel_rto_min_ms") == 5 and not d["failed"],
+              f"the document says loss_pct 2 and kernel_rto_min_ms 5, none failed ({d.get('loss_pct')}, "
+              f"{d.get('kernel_rto_min_ms')})")
+        runs = {x["config"]["label"]: x for x in d["runs"]}
+        check(sorted(runs) == ["crescent/inline", "kernel/busy"], f"one run per variant: {sorted(runs)}")
+        for label, x in runs.items():
+            res = x["result"]
+            check(res["ok"] and res["requests"] > 0 and res["errors"] == 0,
+                  f"{label} at 2 % loss: {res['rps']:.0f} RPC/s, every response verified")
+            rt = res["retrans"]["client"] + (res["retrans"].get("server") or 0)
+            check(rt > 0, f"{label} retransmitted what it lost ({rt} retransmissions)")
+        c = runs["crescent/inline"].get("loss", {})
+        check(c.get("pct") == 2 and c.get("impair", "").startswith("loss=1.005"),
+              f"crescent's document names its impairment, 1 - sqrt(0.98) per crossing: {c}")
+        k = runs["kernel/busy"].get("loss", {})
+        share = k.get("dropped", 0) / max(k.get("frames", 0), 1)
+        check(k.get("pct") == 2 and k.get("frames", 0) > 100 and 0.005 <= share <= 0.06,
+              f"the kernel's document counts the frames netfilter saw and dropped: {k} ({100 * share:.2f} %)")
+        check(re.search(r"netfilter dropped \d+ of \d+ TCP frames", r.stderr) is not None,
+              "the sweep said what netfilter dropped in the kernel run")
+        check("# --loss 2:" in r.stdout and "rto_min 5 ms" in r.stdout, "the header names the loss and the kernel's rto_min")
+        after = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=20).stdout
+        check("rto_min" not in after and "knb_loss" not in after,
+              f"the bed is back as it was: no rto_min on the route, no loss table ({after.strip()!r})")
+        for args, want in [(["kernel-loss", "memif", "1"], "knb-bed: kernel-loss: the memif bed has no kernel TCP"),
+                           (["kernel-loss", "veth", "51"], "knb-bed: kernel-loss: '51' is not a percentage (0..50)")]:
+            rr = subprocess.run([KNB_BED] + args, capture_output=True, text=True, timeout=30, env=ENV)
+            check(rr.returncode == 2 and rr.stderr.strip() == want, f"knb-bed {' '.join(args)} -> exit 2, '{want}' "
+                  f"(got {rr.returncode}: {rr.stderr.strip()!r})")
+
+
 def case_badargs():
     cases = [
         (["client", "--stack", "kernel"], "knb client: client: --server IP is required"),
@@ -398,6 +441,14 @@ def case_badargs():
         (["sweep", "--bed", "veth", "--json", "/tmp/x", "--kernel-client", "--kernel-waits", "block"],
          "knb sweep: --kernel-client puts a kernel client served by crescent beside one served by the busy kernel: "
          "give --stacks crescent,kernel and busy in --kernel-waits"),
+        (["sweep", "--bed", "veth", "--json", "/tmp/x", "--loss", "0"],
+         "knb sweep: --loss: '0' is not a percentage above 0 and at most 50"),
+        (["sweep", "--bed", "veth", "--json", "/tmp/x", "--loss", "1", "--raw"],
+         "knb sweep: --loss with --raw: the raw limit is the lossless bed's; measure it without --loss"),
+        (["sweep", "--bed", "veth", "--json", "/tmp/x", "--loss", "1", "--client-args", "--impair dup=1"],
+         "knb sweep: --loss sets crescent's --impair itself: leave it out of --server-args and --client-args"),
+        (["sweep", "--bed", "memif", "--json", "/tmp/x", "--kernel-rto-min", "5"],
+         "knb sweep: --kernel-rto-min needs --bed veth: kernel TCP has no memif device"),
         (["client", "--stack", "kernel", "--server", "1.2.3.4", "--cpus", "9999"],
          "knb client: --cpus: '9999' is not a CPU list like 0-3 or 1,3 (CPUs 0..1023, no repeats)"),
     ]
@@ -411,7 +462,7 @@ def case_badargs():
 
 
 CASES = {"crescent": case_crescent, "kernel": case_kernel, "echo": case_echo, "failures": case_failures,
-         "sweep": case_sweep, "kernel_client": case_kernel_client, "repeat": case_repeat,
+         "sweep": case_sweep, "kernel_client": case_kernel_client, "repeat": case_repeat, "loss": case_loss,
          "badargs": case_badargs}
 
 
