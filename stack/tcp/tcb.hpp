@@ -160,10 +160,13 @@ struct Config {
     // outstanding and no recovery under way, send one segment (new data, or
     // the last one again) after a probe timeout instead of waiting for the
     // RTO, so that a lost tail — every RPC message has one — is found in
-    // about two round trips. PTO = max(2 SRTT, tlp_min_pto), plus
-    // tlp_max_ack_delay when one segment is in flight (the peer may be
-    // holding its ACK: crescent's delayed_ack is 1 ms, Linux's at least 40 ms,
-    // where a probe is only a duplicate it reports). Needs SACK.
+    // about two round trips. PTO = max(2 SRTT, tlp_min_pto), plus, when one
+    // segment is in flight, what the peer may hold its ACK for (RFC 8985's
+    // WCDelAckT): tlp_max_ack_delay until the connection has seen how long
+    // this peer holds a lone segment's ACK, then that (learned from RTT
+    // samples, never above tlp_max_ack_delay; crescent's delayed_ack is 1 ms,
+    // Linux's at least 40 ms, where a probe is only a duplicate it reports).
+    // Needs SACK.
     bool tlp = true;
     Duration tlp_min_pto = std::chrono::microseconds(200);
     Duration tlp_max_ack_delay = std::chrono::milliseconds(2);
@@ -320,6 +323,7 @@ struct Stats {
     uint32_t bytes_in_flight = 0;
     // RFC 6298.
     Duration srtt{0}, rttvar{0}, rto{0};
+    Duration ack_delay{0};                        // the TLP's allowance for the peer's delayed ACK (tcb_tlp.cpp)
     uint32_t rtt_samples = 0;
     uint32_t backoff = 0;                         // consecutive RTO expiries (rto is doubled this often)
     // Traffic.
@@ -510,10 +514,12 @@ private:
     // Tail loss probe (tcb_tlp.cpp).
     bool probe_allowed() const;
     Duration probe_timeout() const;
+    void ack_delay_sample(Duration rtt);
     void schedule_probe(Instant now);
     void on_probe(Instant now, Actions& out);
     void tlp_on_ack(SeqNum ack, uint32_t flight, Instant now);
     void tlp_on_dsack(const SackBlock& b);
+    void tlp_spurious();
     void tlp_on_dupack(SeqNum ack, bool reports_new);
     SackScoreboard::Range last_segment() const;  // the highest-sequence segment sent
     // RACK's reordering window for the first hole and its retransmission (tcb_rack.cpp).
@@ -629,7 +635,13 @@ private:
         SeqNum start, end;       // what the probe sent; end = SND.MAX after it (TLP.end_seq)
         bool active = false;
         bool retrans = false;    // it sent old data again (else new data: nothing to judge)
+        bool lone = false;       // one segment was in flight: its PTO waited for the peer's ACK delay
     } tlp_;
+    // How long the peer holds the ACK of a lone segment (tcb_tlp.cpp): the
+    // PTO's allowance for it. Unknown until the first sample (then
+    // cfg_.tlp_max_ack_delay is used).
+    Duration ack_delay_{0};
+    bool ack_delay_known_ = false;
     // RFC 8985 §6: the hole the reordering timer runs for, and the window's
     // D-SACK multiplier (RACK.reo_wnd_mult, RACK.dsack_round, reo_wnd_persist).
     struct Rack {

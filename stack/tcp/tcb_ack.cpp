@@ -164,7 +164,12 @@ void Tcb::ack_advanced(const TcpRepr& seg, Instant now, Actions& out) {
         sample = now - rtt_start_;
         rtt_timing_ = false;
     }
-    if (sample) rtt_sample(*sample);
+    if (sample) {
+        rtt_sample(*sample);
+        // A lone segment's ACK: the peer could hold it (no second segment to
+        // answer at once), so the sample tells how long it does.
+        if (flight_before <= snd_.mss && state_ == State::Established) ack_delay_sample(*sample);
+    }
 
     const SeqNum old_una = snd_.una;
     if (sack_ok_ && !sb_.empty()) {

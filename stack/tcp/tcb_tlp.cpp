@@ -20,6 +20,21 @@
 // datacenter; the probe makes a lost last segment of a message cost ~2 RTT
 // plus, when it was alone in flight, the peer's delayed-ACK allowance.
 //
+// The delayed-ACK allowance (WCDelAckT) is learned per connection. RFC 8985
+// recommends 200 ms for a receiver not known; that is the RTO again for the
+// tail of an RPC, which is usually alone in flight (the message's earlier
+// segments already acknowledged). An RPC peer answers a request with its
+// response, so the ACK of the last segment comes after the peer's service
+// time, not its delayed-ACK timer. Every RTT sample taken when one segment
+// was in flight measures that: the sample less min_RTT is how long this peer
+// held the ACK. The allowance follows those delays — up at once to a longer
+// one, down by 1/8 of the difference per shorter one — and is
+// tlp_max_ack_delay (also its ceiling) until the first. A probe of a lone
+// segment that proves spurious (the original was only held) puts it back to
+// the ceiling, to come down again sample by sample. Linux's tcp_schedule_loss_probe() adds TCP_RTO_MIN (200 ms)
+// for a lone segment; QUIC's max_ack_delay is the same allowance, announced
+// by the peer rather than measured.
+//
 // Timers: the PTO has its own deadline (pto_at_), earlier than the RTO's
 // (rto_at_); a probe re-arms the RTO from the moment it goes (§7.3), so the
 // RTO only fires when the probe too drew nothing. Linux's tcp_schedule_loss_probe(),
@@ -38,11 +53,25 @@ bool Tcb::probe_allowed() const {
 }
 
 // RFC 8985 §7.2: PTO = 2 * SRTT, plus the peer's delayed-ACK allowance when a
-// single segment is in flight (nothing else can make the receiver ACK at once).
+// single segment is in flight (nothing else can make the receiver ACK at once):
+// the learned delay and a quarter more, once there is one.
 Duration Tcb::probe_timeout() const {
     Duration pto = srtt_ * 2;
-    if (uint32_t(snd_.max - snd_.una) <= snd_.mss) pto += cfg_.tlp_max_ack_delay;
+    if (uint32_t(snd_.max - snd_.una) <= snd_.mss)
+        pto += ack_delay_known_ ? std::min(ack_delay_ + ack_delay_ / 4, cfg_.tlp_max_ack_delay)
+                                : cfg_.tlp_max_ack_delay;
     return std::max(pto, cfg_.tlp_min_pto);
+}
+
+// An RTT sample of a lone segment: the peer held its ACK for `rtt` - min_RTT.
+void Tcb::ack_delay_sample(Duration rtt) {
+    const Duration d = std::clamp(rtt - min_rtt_, Duration::zero(), cfg_.tlp_max_ack_delay);
+    if (!ack_delay_known_ || d > ack_delay_) {
+        ack_delay_ = d;
+        ack_delay_known_ = true;
+    } else {
+        ack_delay_ -= (ack_delay_ - d) / 8;
+    }
 }
 
 // After new data went out, or an ACK moved snd.una with data still outstanding.
@@ -85,6 +114,7 @@ void Tcb::on_probe(Instant now, Actions& out) {
     ++st_.tlp_probes;
     tlp_.active = true;  // one probe per flight, until this episode ends (§7.4)
     tlp_.retrans = retrans;
+    tlp_.lone = uint32_t(snd_.max - snd_.una) <= snd_.mss;
     tlp_.start = start;
     tlp_.end = snd_.max;
     rto_at_ = now + rto_;
@@ -110,16 +140,27 @@ void Tcb::tlp_on_ack(SeqNum ack, uint32_t flight, Instant now) {
     undo_.cc.reset();  // an undo would take back this response too
 }
 
+// A probe found spurious: when it was of a lone segment, the allowance was
+// shorter than this peer's ACK delay (the sample of the original's ACK may
+// echo the probe's timestamp and miss it), so it goes back to the ceiling.
+void Tcb::tlp_spurious() {
+    tlp_.active = false;
+    if (tlp_.lone) {
+        ack_delay_ = cfg_.tlp_max_ack_delay;
+        ack_delay_known_ = true;
+    }
+}
+
 // A D-SACK arrived while a probe's episode is open.
 void Tcb::tlp_on_dsack(const SackBlock& b) {
-    if (tlp_.retrans && b.left - tlp_.end < 0 && b.right - tlp_.start > 0) tlp_.active = false;
+    if (tlp_.retrans && b.left - tlp_.end < 0 && b.right - tlp_.start > 0) tlp_spurious();
 }
 
 // A duplicate ACK (snd.una did not move) while a probe's episode is open: one
 // at TLP.end_seq that reports nothing new was the second copy's — the original
 // and the probe both arrived (a receiver that sends no D-SACK).
 void Tcb::tlp_on_dupack(SeqNum ack, bool reports_new) {
-    if (ack == tlp_.end && !reports_new) tlp_.active = false;
+    if (ack == tlp_.end && !reports_new) tlp_spurious();
 }
 
 } // namespace crescent::tcp

@@ -132,6 +132,74 @@ TEST_CASE("RFC 8985 §7.2: with more than one segment in flight the PTO is 2 SRT
     CHECK(p.t.out.segments[0].repr.seq == rel(2000));
 }
 
+// One segment sent and acknowledged `delay` later than the path's RTT (the
+// peer held its ACK, or answered only after its service time).
+static void lone_exchange(SackPeer& p, Duration delay, char c = 'a') {
+    const int64_t at = int64_t(p.t.tcb->stats().bytes_out);
+    p.send_segments(1, c);
+    p.t.advance(kRtt + delay);
+    p.ack(at + kMss);
+    p.t.clear();
+}
+
+TEST_CASE("RFC 8985 §7.2 WCDelAckT, learned: a peer that answers a lone segment at once gets a probe after "
+          "2 SRTT plus its own ACK delay and a quarter, not tlp_max_ack_delay",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    CHECK(p.t.tcb->stats().ack_delay == 2ms);  // not known yet: the ceiling
+    lone_exchange(p, 20us);
+    CHECK(p.t.tcb->stats().ack_delay == 20us);
+    const Duration srtt = p.t.tcb->stats().srtt;
+    p.send_segments(1, 'b');  // lost
+    p.t.advance(2 * srtt + 25us - 1us);
+    INFO(sent(p.t));
+    CHECK(p.t.out.segments.empty());
+    p.t.advance(1us);
+    REQUIRE(p.t.out.segments.size() == 1);
+    CHECK(p.t.out.segments[0].repr.seq == rel(kMss));
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+}
+
+TEST_CASE("RFC 8985 §7.2 WCDelAckT, learned: a longer hold raises the allowance at once, shorter ones bring it "
+          "down by 1/8 of the difference each; never from a longer flight",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    lone_exchange(p, 1ms);
+    CHECK(p.t.tcb->stats().ack_delay == 1ms);
+    lone_exchange(p, 200us, 'b');
+    CHECK(p.t.tcb->stats().ack_delay == 900us);  // 1 ms - 800 us / 8
+    // Two segments in flight: the peer's ACK for the pair says nothing of its delay.
+    p.send_segments(2, 'c');
+    p.t.advance(kRtt + 500us);
+    p.ack(int64_t(p.t.tcb->stats().bytes_out));
+    CHECK(p.t.tcb->stats().ack_delay == 900us);
+}
+
+TEST_CASE("RFC 8985 §7.2 WCDelAckT, learned: never above tlp_max_ack_delay", "[tcp][tlp]") {
+    // A hold the PTO still waits for (2 SRTT + 500 us > 700 us), longer than the ceiling.
+    Config c = probing();
+    c.tlp_max_ack_delay = 500us;
+    SackPeer q(c, kRtt);
+    lone_exchange(q, 700us);
+    CHECK(q.t.tcb->stats().tlp_probes == 0);
+    CHECK(q.t.tcb->stats().ack_delay == 500us);
+}
+
+TEST_CASE("RFC 8985 §7.4 + WCDelAckT: a lone segment's probe found spurious (D-SACK) puts the allowance back at "
+          "tlp_max_ack_delay",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    lone_exchange(p, 10us);
+    REQUIRE(p.t.tcb->stats().ack_delay == 10us);
+    p.send_segments(1, 'b');  // its ACK is held longer than the probe waits
+    p.t.advance(2ms);
+    REQUIRE(p.t.tcb->stats().tlp_probes == 1);
+    p.ack(2 * kMss);                        // the original's (held) ACK
+    p.ack(2 * kMss, {{kMss, 2 * kMss}});  // the probe, reported duplicate
+    CHECK(p.t.tcb->stats().ack_delay == 2ms);
+    CHECK(p.t.tcb->stats().tlp_recoveries == 0);
+}
+
 TEST_CASE("RFC 8985 §7.2: no probe without SACK, or once SACK blocks name a hole (recovery's case)", "[tcp][tlp]") {
     Config c = probing();
     SECTION("no SACK: the RTO") { c.sack = false; }
