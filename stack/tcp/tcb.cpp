@@ -153,7 +153,7 @@ void Tcb::fast_path(const TcpRepr& seg, Slice payload, Instant now, Actions& out
         rcv_.unread += n;
         st_.bytes_in += n;
         out.readable.push_back(Readable{id_, std::move(payload)});
-        ack_received_data(true, false, now, out);
+        ack_received_data(seg.has(PSH), false, now, out);
     }
     if (advanced || ack_now_ || window_moved) output(now, out);
     update_deadline();
@@ -579,14 +579,22 @@ void Tcb::receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant no
         ack_now_ = true;
         return;
     }
-    ack_received_data(true, false, now, out);
+    ack_received_data(seg.has(PSH), false, now, out);
 }
 
 // Delayed ACK (RFC 1122 §4.2.3.2, RFC 5681 §4.2): every
 // `delayed_ack_segments`-th segment, else within the delayed-ACK timeout.
-void Tcb::ack_received_data(bool /*in_order_full*/, bool force_now, Instant now, Actions& /*out*/) {
+//
+// With ack_hold on, a segment without PSH is held like a count-triggered
+// one (ACKed when no more follow within ack_hold), not delayed: the sender
+// had more to send at once (it pushes a message's last segment), so a
+// segment that arrives alone and unpushed means it is stopped — by its
+// window, or after an ACK of ours that was lost, its tail-loss probe
+// sending the next new segment — and waits for this ACK. The delayed-ACK
+// timer is for a pushed segment, whose answer usually carries the ACK.
+void Tcb::ack_received_data(bool pushed, bool force_now, Instant now, Actions& /*out*/) {
     ++delack_segs_;
-    if (force_now || delack_segs_ >= cfg_.delayed_ack_segments) {
+    if (force_now || delack_segs_ >= cfg_.delayed_ack_segments || (!pushed && cfg_.ack_hold.count() > 0)) {
         if (!force_now && cfg_.ack_hold.count() > 0) {
             hold_ack(now);
         } else {

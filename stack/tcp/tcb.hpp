@@ -112,8 +112,10 @@ struct Config {
     // burst in the engine, the same moment it would have left the device —
     // so that a reply to the burst still carries it. An ACK is held at most
     // ack_hold x ack_hold_segments. ACKs that must go at once (duplicates,
-    // out of order, FIN, window updates) are not held. 0 = off (RFC 5681
-    // §4.2 as written).
+    // out of order, FIN, window updates) are not held. A segment without
+    // PSH that arrives alone is held too rather than delayed: its sender had
+    // more to send, so it is stopped (by its window, or probing after a lost
+    // ACK) and waits for this one. 0 = off (RFC 5681 §4.2 as written).
     Duration ack_hold{0};
     uint32_t ack_hold_segments = 32;  // ~46 KB at a 1448-byte MSS
 
@@ -489,7 +491,7 @@ private:
     void deliver(Slice payload, Actions& out);
     void receive_data(const TcpRepr& seg, SeqNum seq, Slice payload, Instant now, Actions& out);
     void on_fin_received(Instant now, Actions& out);
-    void ack_received_data(bool in_order_full, bool force_now, Instant now, Actions& out);
+    void ack_received_data(bool pushed, bool force_now, Instant now, Actions& out);
     void hold_ack(Instant now);
     void rtt_sample(Duration r);
     void send_control(uint8_t flags, SeqNum seq, Instant now, Actions& out);

@@ -697,6 +697,37 @@ TEST_CASE("ack_hold: the count-triggered ACK is held, and a reply sent meanwhile
     t.expect_sent({{ACK, 7, 23}});
 }
 
+TEST_CASE("ack_hold: a segment arriving alone without PSH is held, not delayed: its sender is waiting for the ACK",
+          "[tcp][delack]") {
+    TcbFixture t(hold_config());
+    t.to_established();
+    // A pushed segment alone (a small request): the delayed-ACK timer, for
+    // the answer to carry the ACK.
+    t.recv(t.seg(ACK | PSH, 0, 0), "req");
+    t.expect_nothing();
+    CHECK(t.tcb->next_deadline() == t.now + 1ms);
+    t.advance(1ms);
+    t.expect_sent({{ACK, 0, 3}});
+    // An unpushed one alone (a sender stopped by its window, or the new
+    // segment of a tail-loss probe after our last ACK was lost): held for
+    // ack_hold like a count-triggered ACK, so the sender waits ~10 us, not 1 ms.
+    t.recv(t.seg(ACK, 3, 0), "mid");
+    t.expect_nothing();
+    CHECK(t.tcb->next_deadline() == t.now + 10us);
+    t.advance(9us);
+    t.expect_nothing();
+    t.advance(1us);
+    t.expect_sent({{ACK, 0, 6}});
+    // More of the train within the hold re-arms it, and the pushed end is held too: one ACK.
+    t.recv(t.seg(ACK, 6, 0), "x");
+    t.advance(5us);
+    t.recv(t.seg(ACK | PSH, 7, 0), "y");
+    t.advance(9us);
+    t.expect_nothing();
+    t.advance(1us);
+    t.expect_sent({{ACK, 0, 8}});
+}
+
 TEST_CASE("ack_hold: a train arriving a few microseconds apart re-arms the hold and gets one ACK", "[tcp][delack]") {
     Config c = hold_config();
     TcbFixture t(c);
