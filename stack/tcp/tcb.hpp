@@ -530,7 +530,9 @@ private:
     void on_reo_timeout(Instant now, Actions& out);
     void rack_on_dsack();
     void rack_on_recovery();
-    void rack_note_retransmit(SeqNum seq);
+    void rack_note_retransmit(SeqNum seq, Instant now);
+    Duration rack_probe_wait() const;
+    bool rack_una_original() const;
     bool rack_una_rxt_lost() const;
     bool may_start_recovery() const;
     void fast_retransmit(Instant now, Actions& out);
@@ -657,6 +659,9 @@ private:
         // the retransmissions sent after it, up to kLater of them.
         static constexpr uint32_t kLater = 8;
         std::optional<SeqNum> una_rxt;
+        SeqNum una_rxt_max;      // snd.max when it went: SACKed data above it was sent later
+        Instant una_rxt_at;      // when it went
+        bool una_probed = false; // it was sent again once for want of any answer (one per snd.una)
         uint32_t later_n = 0;
         std::array<SeqNum, kLater> later{};
     } rack_;

@@ -19,12 +19,22 @@
 // RFC 6582 guard below (no recovery before snd.una passes `recover`) keeps
 // the timer from sending it a third time.
 //
-// In a recovery the same timer judges snd.una's retransmission by what was
-// sent after it (RACK's own rule, for the retransmissions only): once a
-// later retransmission — of another hole — is SACKed while snd.una's is
-// not, snd.una's is lost when the window has passed, and is sent again.
-// A lost retransmission with nothing sent after it (the only hole) is
-// still the RTO's, as are holes above the first.
+// In a recovery the same timer judges the hole at snd.una by what was sent
+// after it (RACK's own rule). A hole never sent again in this recovery (at
+// or above HighRxt: a hole above the first, which snd.una reached as the
+// first was repaired) is judged as outside one: everything SACKed above it
+// was sent later. Without this, a path that once reordered (DupThresh
+// raised) left such a hole to the RTO whenever the window was too small for
+// NextSeg's rule 3 to send it. A retransmission at snd.una is judged by the
+// retransmissions sent after it: once a later one — of another hole — is
+// SACKed while snd.una's is not, snd.una's is lost when the window has
+// passed, and is sent again; new data sent after it and SACKed tells the
+// same. A retransmission with nothing sent after it (the only hole) has no
+// later delivery to be judged by, and the receiver ACKs a segment that fills
+// a hole at once: with no answer within max(2 SRTT, tlp_min_pto) it is sent
+// once more — a probe, as the tail loss probe is outside a recovery (RFC
+// 8985 §7 sends none in one) — and the RTO (5 ms here) is left the second
+// loss of the same segment.
 #include "stack/tcp/tcb.hpp"
 #include "stack/tcp/tcb_detail.hpp"
 
@@ -44,44 +54,81 @@ Duration Tcb::reo_wnd() const {
 // After an ACK was taken: SACKed data above the hole at snd.una that has
 // not made it lost arms the timer, once per hole.
 void Tcb::arm_reo_timer(Instant now) {
-    if (!cfg_.rack || !sack_ok_ || sb_.empty() || !have_rtt_ || backoff_ > 0 ||
-        (in_recovery_ && !rack_una_rxt_lost())) {
+    if (!cfg_.rack || !sack_ok_ || sb_.empty() || !have_rtt_ || backoff_ > 0) {
         reo_at_ = Instant::never();
         return;
     }
-    if (!reo_at_.is_never() && rack_.una == snd_.una) return;  // already running for this hole
+    if (in_recovery_ && !rack_una_original() && !rack_una_rxt_lost()) {
+        // snd.una's retransmission, judged by nothing yet: its probe.
+        reo_at_ = rack_.una_rxt == snd_.una && !rack_.una_probed ? rack_.una_rxt_at + rack_probe_wait()
+                                                                  : Instant::never();
+        return;
+    }
+    const Instant at = now + reo_wnd();
+    if (!reo_at_.is_never() && rack_.una == snd_.una) {  // already running for this hole (or its probe)
+        reo_at_ = std::min(reo_at_, at);
+        return;
+    }
     rack_.una = snd_.una;
-    reo_at_ = now + reo_wnd();
+    reo_at_ = at;
 }
 
 void Tcb::on_reo_timeout(Instant now, Actions& out) {
     reo_at_ = Instant::never();
-    if (sb_.empty() || snd_.una != rack_.una || snd_.max == snd_.una) return;
+    if (sb_.empty() || snd_.max == snd_.una) return;
     if (in_recovery_) {
-        if (!rack_una_rxt_lost()) return;
-        ++st_.rack_losses;
-        if (emit_data(snd_.una, snd_.mss, true, now, out) > 0) ++st_.retrans_sack;  // notes it: later ones start over
+        const bool original = rack_una_original();
+        if (snd_.una == rack_.una && (original || rack_una_rxt_lost())) {
+            ++st_.rack_losses;
+            const uint32_t n = emit_data(snd_.una, snd_.mss, true, now, out);  // notes it: later ones start over
+            if (n == 0) return;
+            ++st_.retrans_sack;
+            if (original) high_rxt_ = snd_.una + n;  // NextSeg goes on above it
+        } else if (rack_.una_rxt == snd_.una && !rack_.una_probed && now - rack_.una_rxt_at >= rack_probe_wait()) {
+            if (emit_data(snd_.una, snd_.mss, true, now, out) == 0) return;
+            ++st_.tlp_probes;
+            rack_.una_probed = true;
+        }
+        arm_reo_timer(now);  // the probe of what was just sent
         return;
     }
+    if (snd_.una != rack_.una) return;
     if (!may_start_recovery()) return;
     ++st_.rack_losses;
     fast_retransmit(now, out);
 }
 
 // emit_data() sent [seq, ...) again during a recovery.
-void Tcb::rack_note_retransmit(SeqNum seq) {
+void Tcb::rack_note_retransmit(SeqNum seq, Instant now) {
     if (seq == snd_.una) {
+        if (rack_.una_rxt != seq) rack_.una_probed = false;  // a new snd.una: its own probe
         rack_.una_rxt = seq;
+        rack_.una_rxt_max = snd_.max;
+        rack_.una_rxt_at = now;
         rack_.later_n = 0;
+        if (reo_at_.is_never() && !rack_.una_probed && cfg_.rack && have_rtt_ && backoff_ == 0)
+            reo_at_ = now + rack_probe_wait();
     } else if (rack_.una_rxt && rack_.later_n < Rack::kLater) {
         rack_.later[rack_.later_n++] = seq;
     }
 }
 
-// snd.una's last retransmission is still missing while one sent after it
-// has been SACKed.
+// How long a retransmission at snd.una waits for any answer before its
+// probe: the receiver ACKs a hole-filling segment at once (RFC 5681 §4.2).
+Duration Tcb::rack_probe_wait() const { return std::max(srtt_ * 2, cfg_.tlp_min_pto); }
+
+// In a recovery: the segment at snd.una has not been sent again in it (it
+// lies at or above HighRxt), is not SACKed, and data above it is.
+bool Tcb::rack_una_original() const {
+    return snd_.una - high_rxt_ >= 0 && !sb_.is_sacked(snd_.una) && sb_.highest_sacked() - snd_.una > 0;
+}
+
+// snd.una's last retransmission is still missing while something sent after
+// it has been SACKed: new data (above what snd.max was then), or a later
+// retransmission.
 bool Tcb::rack_una_rxt_lost() const {
     if (rack_.una_rxt != snd_.una || sb_.is_sacked(snd_.una)) return false;
+    if (sb_.highest_sacked() - rack_.una_rxt_max > 0) return true;
     for (uint32_t i = 0; i < rack_.later_n; ++i)
         if (rack_.later[i] - snd_.una > 0 && sb_.is_sacked(rack_.later[i])) return true;
     return false;
@@ -101,6 +148,7 @@ void Tcb::rack_on_dsack() {
 void Tcb::rack_on_recovery() {
     if (rack_.persist > 0 && --rack_.persist == 0) rack_.mult = 1;
     rack_.una_rxt.reset();
+    rack_.una_probed = false;
     rack_.later_n = 0;
 }
 

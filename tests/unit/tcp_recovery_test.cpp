@@ -175,3 +175,53 @@ TEST_CASE("RFC 8985 §6: a retransmission of snd.una that a later retransmission
         CHECK_FALSE(p.sent_seq(0));
     }
 }
+
+TEST_CASE("RFC 8985 §6: new data sent after snd.una's retransmission and SACKed shows the retransmission lost",
+          "[tcp][recovery][rack]") {
+    SackPeer p(racking(), kRtt);
+    p.send_segments(4);  // [0, 4000): the first is lost
+    p.ack(0, {{1000, 4000}});
+    REQUIRE(p.t.tcb->stats().fast_recoveries == 1);
+    REQUIRE(p.sent_seq(0));
+    p.t.clear();
+    // The retransmission is lost too; new data goes after it and arrives.
+    REQUIRE(p.t.send(std::string(kMss, 'x')) == SendResult::Ok);
+    p.t.flush();
+    REQUIRE(p.sent_seq(4000));
+    p.t.clear();
+    p.ack(0, {{1000, 5000}});
+    p.t.advance(1us);  // no reordering seen: the window is zero
+    INFO(sent(p.t));
+    CHECK(p.sent_seq(0));
+    CHECK(p.t.tcb->stats().rack_losses == 1);
+    CHECK(p.t.tcb->stats().rto_events == 0);
+}
+
+TEST_CASE("RFC 8985 §6 + §7: a retransmission of snd.una with nothing sent after it is probed once after 2 SRTT; "
+          "the RTO is left its second loss",
+          "[tcp][recovery][rack]") {
+    for (bool rack : {true, false}) {
+        INFO("rack " << rack);
+        SackPeer p(racking(rack), kRtt);
+        p.send_segments(4);  // [0, 4000): the first is lost
+        p.ack(0, {{1000, 4000}});
+        REQUIRE(p.t.tcb->stats().fast_recoveries == 1);
+        REQUIRE(p.sent_seq(0));
+        p.t.clear();
+        // The retransmission is lost as well: no ACK at all.
+        const Duration srtt = p.t.tcb->stats().srtt;
+        p.t.advance(2 * srtt - 1us);
+        CHECK_FALSE(p.sent_seq(0));
+        p.t.advance(1us);
+        INFO(sent(p.t));
+        CHECK(p.sent_seq(0) == rack);
+        CHECK(p.t.tcb->stats().tlp_probes == (rack ? 1u : 0u));
+        CHECK(p.t.tcb->stats().rto_events == 0);
+        // Once: the next silence is the RTO's.
+        p.t.clear();
+        p.t.advance(2 * srtt + 10us);
+        CHECK_FALSE(p.sent_seq(0));
+        p.to_rto();
+        CHECK(p.t.tcb->stats().tlp_probes == (rack ? 1u : 0u));
+    }
+}
