@@ -170,6 +170,11 @@ struct ConnStats {
     // \var rto
     // Current retransmission timeout (after any back-off).
     Duration srtt{0}, rttvar{0}, rto{0};
+    // \var ack_delay
+    // How long the peer holds the ACK of a lone segment, as learned from RTT
+    // samples: the tail loss probe's allowance for it (the 2 ms ceiling
+    // until known).
+    Duration ack_delay{0};
     // \var backoff
     // Consecutive retransmission timeouts without an acknowledgement (`rto`
     // is the base timeout doubled this many times, up to its cap; Linux's tcpi_backoff).

@@ -261,6 +261,7 @@ ConnStats EngineImpl::conn_stats(uint32_t index, uint32_t gen) const {
     o.srtt = x.srtt;
     o.rttvar = x.rttvar;
     o.rto = x.rto;
+    o.ack_delay = x.ack_delay;
     o.backoff = x.backoff;
     o.bytes_in = x.bytes_in;
     o.bytes_out = x.bytes_out;
