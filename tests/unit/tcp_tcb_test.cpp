@@ -638,6 +638,16 @@ Config hold_config() {
     c.ack_hold = 10us;
     return c;
 }
+
+// Nothing yet; the held ACK of `ack` goes exactly ack_hold (10 us) later.
+void expect_held_ack(TcbFixture& t, int32_t ack) {
+    t.expect_nothing();
+    CHECK(t.tcb->next_deadline() == t.now + 10us);
+    t.advance(9us);
+    t.expect_nothing();
+    t.advance(1us);
+    t.expect_sent({{ACK, 0, ack}});
+}
 } // namespace
 
 TEST_CASE("ack_hold: the count-triggered ACK is held, and a reply sent meanwhile carries it", "[tcp][delack]") {
@@ -649,12 +659,7 @@ TEST_CASE("ack_hold: the count-triggered ACK is held, and a reply sent meanwhile
     t.recv(t.seg(ACK, 0, 0), "aa");
     t.recv(t.seg(ACK, 2, 0), "bb");
     t.recv(t.seg(ACK, 4, 0), "cc");
-    t.expect_nothing();
-    CHECK(t.tcb->next_deadline() == t.now + 10us);
-    t.advance(9us);
-    t.expect_nothing();
-    t.advance(1us);
-    t.expect_sent({{ACK, 0, 6}});
+    expect_held_ack(t, 6);
     // A request in two segments answered within the hold: the reply carries the ACK.
     t.recv(t.seg(ACK, 6, 0), "dd");
     t.recv(t.seg(ACK, 8, 0), "ee");
@@ -712,12 +717,7 @@ TEST_CASE("ack_hold: a segment arriving alone without PSH is held, not delayed: 
     // segment of a tail-loss probe after our last ACK was lost): held for
     // ack_hold like a count-triggered ACK, so the sender waits ~10 us, not 1 ms.
     t.recv(t.seg(ACK, 3, 0), "mid");
-    t.expect_nothing();
-    CHECK(t.tcb->next_deadline() == t.now + 10us);
-    t.advance(9us);
-    t.expect_nothing();
-    t.advance(1us);
-    t.expect_sent({{ACK, 0, 6}});
+    expect_held_ack(t, 6);
     // More of the train within the hold re-arms it, and the pushed end is held too: one ACK.
     t.recv(t.seg(ACK, 6, 0), "x");
     t.advance(5us);
