@@ -31,9 +31,10 @@
 // one, down by 1/8 of the difference per shorter one — and is
 // tlp_max_ack_delay (also its ceiling) until the first. A probe of a lone
 // segment that proves spurious (the original was only held) puts it back to
-// the ceiling, to come down again sample by sample. Linux's tcp_schedule_loss_probe() adds TCP_RTO_MIN (200 ms)
-// for a lone segment; QUIC's max_ack_delay is the same allowance, announced
-// by the peer rather than measured.
+// the ceiling, to come down again sample by sample. Linux's
+// tcp_schedule_loss_probe() adds TCP_RTO_MIN (200 ms) for a lone segment;
+// QUIC's max_ack_delay is the same allowance, announced by the peer rather
+// than measured.
 //
 // Timers: the PTO has its own deadline (pto_at_), earlier than the RTO's
 // (rto_at_); a probe re-arms the RTO from the moment it goes (§7.3), so the
