@@ -500,10 +500,18 @@ private:
 
     // --loss for crescent: each frame crosses two impairments (the sender's
     // TX, the receiver's RX), each losing q, so that 1 - (1 - q)^2 = loss.
-    std::string impair_arg() {
+    // The spec ("loss=Q,seed=N"), each process its own seed.
+    std::string impair_spec() {
         const double q = 100.0 * (1.0 - std::sqrt(1.0 - sw.loss / 100.0));
-        char b[96];
-        std::snprintf(b, sizeof b, " --impair loss=%.6g,seed=%u", q, ++impair_seed);
+        char b[64];
+        std::snprintf(b, sizeof b, "loss=%.6g,seed=%u", q, ++impair_seed);
+        return b;
+    }
+
+    // --loss as given ("1", "0.5"): for tools/knb-bed and the run documents.
+    std::string loss_pct() const {
+        char b[32];
+        std::snprintf(b, sizeof b, "%g", sw.loss);
         return b;
     }
 
@@ -572,7 +580,7 @@ private:
         if (base.stack == Stack::Crescent) cmd += " $KNB_SERVER_DEV_ARGS --file-prefix $KNB_SERVER_PREFIX";
         if (!sw.server_cpus.empty()) cmd += " --cpus " + sw.server_cpus;
         if (!sw.server_args.empty()) cmd += " " + sw.server_args;
-        if (sw.loss > 0 && base.stack == Stack::Crescent) cmd += impair_arg();
+        if (sw.loss > 0 && base.stack == Stack::Crescent) cmd += " --impair " + impair_spec();
         return cmd;
     }
 
@@ -665,16 +673,14 @@ private:
         if (p.served_by == kKernelBehindXdp) cmd += " --port " + std::to_string(kBehindXdpPort);
         if (!sw.client_cpus.empty()) cmd += " --cpus " + sw.client_cpus;
         if (!sw.client_args.empty()) cmd += " " + sw.client_args;
-        char pct[32];
-        std::snprintf(pct, sizeof pct, "%g", sw.loss);
         if (sw.loss > 0 && p.stack == Stack::Crescent) {
-            const std::string imp = impair_arg();
-            cmd += imp;
-            p.loss_json = std::string("{\"pct\":") + pct + ",\"impair\":\"" + imp.substr(imp.find("loss=")) + "\"}";
+            const std::string spec = impair_spec();
+            cmd += " --impair " + spec;
+            p.loss_json = "{\"pct\":" + loss_pct() + ",\"impair\":\"" + spec + "\"}";
         }
         if (sw.loss > 0 && p.stack == Stack::Kernel) {
             // Fresh rules (their counters from 0) for this run only.
-            const auto [rc, out] = bed_cmd("kernel-loss", pct);
+            const auto [rc, out] = bed_cmd("kernel-loss", loss_pct());
             if (rc != 0) {
                 p.error = "cannot set the kernel's loss: " + last_line(out);
                 finish(std::move(p));
@@ -699,7 +705,7 @@ private:
             std::fprintf(stderr, "knb sweep: probe during the %s run: %s (exit %d): %s\n", variant(p).c_str(),
                          prc == 0 ? "answered" : "FAILED", prc, last_line(out).c_str());
         }
-        if (sw.loss > 0 && p.stack == Stack::Kernel) note_kernel_loss(p, pct);
+        if (sw.loss > 0 && p.stack == Stack::Kernel) note_kernel_loss(p);
         p.doc = read_file(doc);
         while (!p.doc.empty() && (p.doc.back() == '\n' || p.doc.back() == ' ')) p.doc.pop_back();
         if (rc == 0 && !p.doc.empty()) {
@@ -712,14 +718,14 @@ private:
     }
 
     // The kernel run's frames seen and dropped by the bed's loss rules (then removed).
-    void note_kernel_loss(Point& p, const char* pct) {
+    void note_kernel_loss(Point& p) {
         const auto [rc, out] = bed_cmd("kernel-loss-count");
         unsigned long long seen = 0, dropped = 0;
         if (rc != 0 || std::sscanf(out.c_str(), "%llu %llu", &seen, &dropped) != 2) {
             std::fprintf(stderr, "knb sweep: cannot read the kernel's loss counters: %s\n", last_line(out).c_str());
-            p.loss_json = std::string("{\"pct\":") + pct + "}";
+            p.loss_json = "{\"pct\":" + loss_pct() + "}";
         } else {
-            p.loss_json = std::string("{\"pct\":") + pct + ",\"frames\":" + std::to_string(seen) +
+            p.loss_json = "{\"pct\":" + loss_pct() + ",\"frames\":" + std::to_string(seen) +
                           ",\"dropped\":" + std::to_string(dropped) + "}";
             std::fprintf(stderr, "knb sweep: %s %" PRIu64 " B qd %" PRIu64 ": netfilter dropped %llu of %llu TCP frames "
                          "(%.2f %%)\n", variant(p).c_str(), p.size, p.iodepth, dropped, seen,

@@ -838,7 +838,7 @@ Stats Tcb::stats() const {
     s.ssthresh = cc_.ssthresh();
     s.bytes_in_flight = in_flight();
     s.srtt = srtt_;
-    s.ack_delay = ack_delay_known_ ? ack_delay_ : cfg_.tlp_max_ack_delay;
+    s.ack_delay = ack_delay_.value_or(cfg_.tlp_max_ack_delay);
     s.rttvar = rttvar_;
     s.rto = rto_;
     s.backoff = backoff_;

@@ -526,6 +526,7 @@ private:
     SackScoreboard::Range last_segment() const;  // the highest-sequence segment sent
     // RACK's reordering window for the first hole and its retransmission (tcb_rack.cpp).
     Duration reo_wnd() const;
+    bool rack_timer_usable() const;
     void arm_reo_timer(Instant now);
     void on_reo_timeout(Instant now, Actions& out);
     void rack_on_dsack();
@@ -644,8 +645,7 @@ private:
     // How long the peer holds the ACK of a lone segment (tcb_tlp.cpp): the
     // PTO's allowance for it. Unknown until the first sample (then
     // cfg_.tlp_max_ack_delay is used).
-    Duration ack_delay_{0};
-    bool ack_delay_known_ = false;
+    std::optional<Duration> ack_delay_;
     // RFC 8985 §6: the hole the reordering timer runs for, and the window's
     // D-SACK multiplier (RACK.reo_wnd_mult, RACK.dsack_round, reo_wnd_persist).
     struct Rack {

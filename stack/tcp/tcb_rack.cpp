@@ -51,10 +51,13 @@ Duration Tcb::reo_wnd() const {
     return std::min<Duration>(base / 4 * rack_.mult, srtt_);
 }
 
+// RACK's timer has what it needs: SACK, an RTT, and no RTO back-off under way.
+bool Tcb::rack_timer_usable() const { return cfg_.rack && sack_ok_ && have_rtt_ && backoff_ == 0; }
+
 // After an ACK was taken: SACKed data above the hole at snd.una that has
 // not made it lost arms the timer, once per hole.
 void Tcb::arm_reo_timer(Instant now) {
-    if (!cfg_.rack || !sack_ok_ || sb_.empty() || !have_rtt_ || backoff_ > 0) {
+    if (!rack_timer_usable() || sb_.empty()) {
         reo_at_ = Instant::never();
         return;
     }
@@ -106,8 +109,7 @@ void Tcb::rack_note_retransmit(SeqNum seq, Instant now) {
         rack_.una_rxt_max = snd_.max;
         rack_.una_rxt_at = now;
         rack_.later_n = 0;
-        if (reo_at_.is_never() && !rack_.una_probed && cfg_.rack && have_rtt_ && backoff_ == 0)
-            reo_at_ = now + rack_probe_wait();
+        if (reo_at_.is_never() && !rack_.una_probed && rack_timer_usable()) reo_at_ = now + rack_probe_wait();
     } else if (rack_.una_rxt && rack_.later_n < Rack::kLater) {
         rack_.later[rack_.later_n++] = seq;
     }

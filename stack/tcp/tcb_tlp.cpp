@@ -59,20 +59,15 @@ bool Tcb::probe_allowed() const {
 Duration Tcb::probe_timeout() const {
     Duration pto = srtt_ * 2;
     if (uint32_t(snd_.max - snd_.una) <= snd_.mss)
-        pto += ack_delay_known_ ? std::min(ack_delay_ + ack_delay_ / 4, cfg_.tlp_max_ack_delay)
-                                : cfg_.tlp_max_ack_delay;
+        pto += ack_delay_ ? std::min(*ack_delay_ + *ack_delay_ / 4, cfg_.tlp_max_ack_delay) : cfg_.tlp_max_ack_delay;
     return std::max(pto, cfg_.tlp_min_pto);
 }
 
 // An RTT sample of a lone segment: the peer held its ACK for `rtt` - min_RTT.
 void Tcb::ack_delay_sample(Duration rtt) {
     const Duration d = std::clamp(rtt - min_rtt_, Duration::zero(), cfg_.tlp_max_ack_delay);
-    if (!ack_delay_known_ || d > ack_delay_) {
-        ack_delay_ = d;
-        ack_delay_known_ = true;
-    } else {
-        ack_delay_ -= (ack_delay_ - d) / 8;
-    }
+    if (!ack_delay_ || d > *ack_delay_) ack_delay_ = d;
+    else *ack_delay_ -= (*ack_delay_ - d) / 8;
 }
 
 // After new data went out, or an ACK moved snd.una with data still outstanding.
@@ -146,10 +141,7 @@ void Tcb::tlp_on_ack(SeqNum ack, uint32_t flight, Instant now) {
 // echo the probe's timestamp and miss it), so it goes back to the ceiling.
 void Tcb::tlp_spurious() {
     tlp_.active = false;
-    if (tlp_.lone) {
-        ack_delay_ = cfg_.tlp_max_ack_delay;
-        ack_delay_known_ = true;
-    }
+    if (tlp_.lone) ack_delay_ = cfg_.tlp_max_ack_delay;
 }
 
 // A D-SACK arrived while a probe's episode is open.

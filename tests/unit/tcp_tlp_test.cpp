@@ -45,6 +45,16 @@ void tail_of_four_lost(SackPeer& p) {
     p.t.clear();
 }
 
+// One segment sent and acknowledged `delay` later than the path's RTT (the
+// peer held its ACK, or answered only after its service time).
+void lone_exchange(SackPeer& p, Duration delay, char c = 'a') {
+    const int64_t at = int64_t(p.t.tcb->stats().bytes_out);
+    p.send_segments(1, c);
+    p.t.advance(kRtt + delay);
+    p.ack(at + kMss);
+    p.t.clear();
+}
+
 } // namespace
 
 TEST_CASE("RFC 8985 §7.3: a lost tail is probed with the last segment after 2 SRTT (+ delayed-ACK allowance), "
@@ -130,16 +140,6 @@ TEST_CASE("RFC 8985 §7.2: with more than one segment in flight the PTO is 2 SRT
     INFO(sent(p.t));
     REQUIRE(p.t.out.segments.size() == 1);
     CHECK(p.t.out.segments[0].repr.seq == rel(2000));
-}
-
-// One segment sent and acknowledged `delay` later than the path's RTT (the
-// peer held its ACK, or answered only after its service time).
-static void lone_exchange(SackPeer& p, Duration delay, char c = 'a') {
-    const int64_t at = int64_t(p.t.tcb->stats().bytes_out);
-    p.send_segments(1, c);
-    p.t.advance(kRtt + delay);
-    p.ack(at + kMss);
-    p.t.clear();
 }
 
 TEST_CASE("RFC 8985 §7.2 WCDelAckT, learned: a peer that answers a lone segment at once gets a probe after "
