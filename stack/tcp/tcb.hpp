@@ -474,6 +474,12 @@ public:
     bool ack_owed_at_flush() const { return ack_at_flush_; }  // Host: flush() this one soon
 
 private:
+    // A retransmission sent in a recovery, as RACK's log keeps it (tcb_rack.cpp).
+    struct RackSent {
+        SeqNum start, end;
+        SeqNum max;  // snd.max when it went: SACKed data above it was sent later
+        Instant at;
+    };
     friend class TcbTestAccess;
     friend class TimeWait;  // takes over in TIME-WAIT (time_wait.hpp)
     // Out-of-line slow path: everything the fast-path predicate rejects.
@@ -531,10 +537,13 @@ private:
     void on_reo_timeout(Instant now, Actions& out);
     void rack_on_dsack();
     void rack_on_recovery();
-    void rack_note_retransmit(SeqNum seq, Instant now);
+    void rack_note_retransmit(SeqNum seq, SeqNum end, Instant now);
+    void rack_on_ack();
     Duration rack_probe_wait() const;
+    const RackSent* rack_una_rxt() const;
     bool rack_una_original() const;
     bool rack_una_rxt_lost() const;
+    uint32_t rack_resend_una(SeqNum end, Instant now, Actions& out);
     bool may_start_recovery() const;
     void fast_retransmit(Instant now, Actions& out);
     void on_persist(Instant now, Actions& out);
@@ -654,16 +663,17 @@ private:
         bool dsack_round_valid = false;
         uint32_t mult = 1;
         uint32_t persist = 0;
-        // In a recovery: the snd.una whose segment was last sent again (it
-        // counts while snd.una is still there); `later` holds the starts of
-        // the retransmissions sent after it, up to kLater of them.
-        static constexpr uint32_t kLater = 8;
-        std::optional<SeqNum> una_rxt;
-        SeqNum una_rxt_max;      // snd.max when it went: SACKed data above it was sent later
-        Instant una_rxt_at;      // when it went
-        bool una_probed = false; // it was sent again once for want of any answer (one per snd.una)
-        uint32_t later_n = 0;
-        std::array<SeqNum, kLater> later{};
+        // In a recovery: the retransmissions sent in it, oldest first (at
+        // most kSent; a full log drops its oldest). The one that judges
+        // snd.una is the latest that covers it (rack_una_rxt()); those the
+        // cumulative ACK has passed leave, and acked_at keeps the send time
+        // of the latest of them: a retransmission sent before it and still
+        // missing was lost (RACK's "a later one was delivered").
+        static constexpr uint32_t kSent = 8;
+        std::array<RackSent, kSent> sent{};
+        uint32_t sent_n = 0;
+        std::optional<Instant> acked_at;
+        std::optional<SeqNum> probed;  // the snd.una whose retransmission was probed (once each)
     } rack_;
     uint32_t dupacks_ = 0;
     bool ecn_cwr_due_ = false;   // set CWR on the next new data segment

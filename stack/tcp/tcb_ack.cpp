@@ -189,6 +189,7 @@ void Tcb::ack_advanced(const TcpRepr& seg, Instant now, Actions& out) {
 
     bool ece = ecn_ok_ && seg.has(ECE);
     if (in_recovery_) {
+        rack_on_ack();
         if (seg.ack - recover_ >= 0) {
             // RFC 6582 §3.2 step 6 / RFC 6675 §5: full ACK ends recovery.
             in_recovery_ = false;

@@ -228,7 +228,7 @@ uint32_t Tcb::emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant n
     if (retransmit || seq - snd_.max < 0) {
         st_.bytes_retransmitted += n;
         if (end - seq > 0) undo_note_retransmit(seq, end, now);
-        if (in_recovery_) rack_note_retransmit(seq, now);
+        if (in_recovery_) rack_note_retransmit(seq, end, now);
         if (rtt_timing_ && seq - rtt_seq_ < 0) rtt_timing_ = false; // Karn
     } else if (!rtt_timing_ && n > 0) {
         rtt_timing_ = true;

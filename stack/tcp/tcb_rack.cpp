@@ -25,13 +25,18 @@
 // first was repaired) is judged as outside one: everything SACKed above it
 // was sent later. Without this, a path that once reordered (DupThresh
 // raised) left such a hole to the RTO whenever the window was too small for
-// NextSeg's rule 3 to send it. A retransmission at snd.una is judged by the
-// retransmissions sent after it: once a later one — of another hole — is
-// SACKed while snd.una's is not, snd.una's is lost when the window has
-// passed, and is sent again; new data sent after it and SACKed tells the
-// same. A retransmission with nothing sent after it (the only hole) has no
-// later delivery to be judged by, and the receiver ACKs a segment that fills
-// a hole at once: with no answer within max(2 SRTT, tlp_min_pto) it is sent
+// NextSeg's rule 3 to send it. A retransmission at snd.una is judged by
+// what was sent after it: the recovery logs its retransmissions (start, end,
+// when, snd.max then), and the latest one that carried snd.una's byte is lost
+// once new data sent after it is SACKed, a later retransmission is SACKed,
+// or a later one is passed by the cumulative ACK — also when snd.una got
+// there by the repair of an earlier hole, or landed inside a retransmission
+// whose first part arrived. It goes again whole: sent now with SACK blocks
+// (the peer's data has a hole), its first segment holds 12 bytes less than
+// it did, and the rest follows in a second one, which the log keeps in turn.
+// A retransmission with nothing sent after it (the only hole) has no later
+// delivery to be judged by, and the receiver ACKs a segment that fills a
+// hole at once: with no answer within max(2 SRTT, tlp_min_pto) it is sent
 // once more — a probe, as the tail loss probe is outside a recovery (RFC
 // 8985 §7 sends none in one) — and the RTO (5 ms here) is left the second
 // loss of the same segment.
@@ -63,8 +68,8 @@ void Tcb::arm_reo_timer(Instant now) {
     }
     if (in_recovery_ && !rack_una_original() && !rack_una_rxt_lost()) {
         // snd.una's retransmission, judged by nothing yet: its probe.
-        reo_at_ = rack_.una_rxt == snd_.una && !rack_.una_probed ? rack_.una_rxt_at + rack_probe_wait()
-                                                                  : Instant::never();
+        const RackSent* r = rack_una_rxt();
+        reo_at_ = r && rack_.probed != snd_.una ? r->at + rack_probe_wait() : Instant::never();
         return;
     }
     const Instant at = now + reo_wnd();
@@ -81,16 +86,20 @@ void Tcb::on_reo_timeout(Instant now, Actions& out) {
     if (sb_.empty() || snd_.max == snd_.una) return;
     if (in_recovery_) {
         const bool original = rack_una_original();
+        const RackSent* r = rack_una_rxt();
         if (snd_.una == rack_.una && (original || rack_una_rxt_lost())) {
             ++st_.rack_losses;
-            const uint32_t n = emit_data(snd_.una, snd_.mss, true, now, out);  // notes it: later ones start over
+            // A lost retransmission goes again whole: sent now with SACK
+            // blocks, its first segment may be shorter than it was.
+            const uint32_t n = original ? emit_data(snd_.una, snd_.mss, true, now, out)
+                                        : rack_resend_una(r->end, now, out);
             if (n == 0) return;
             ++st_.retrans_sack;
             if (original) high_rxt_ = snd_.una + n;  // NextSeg goes on above it
-        } else if (rack_.una_rxt == snd_.una && !rack_.una_probed && now - rack_.una_rxt_at >= rack_probe_wait()) {
-            if (emit_data(snd_.una, snd_.mss, true, now, out) == 0) return;
+        } else if (r && rack_.probed != snd_.una && now - r->at >= rack_probe_wait()) {
+            if (rack_resend_una(r->end, now, out) == 0) return;
             ++st_.tlp_probes;
-            rack_.una_probed = true;
+            rack_.probed = snd_.una;
         }
         arm_reo_timer(now);  // the probe of what was just sent
         return;
@@ -101,23 +110,59 @@ void Tcb::on_reo_timeout(Instant now, Actions& out) {
     fast_retransmit(now, out);
 }
 
-// emit_data() sent [seq, ...) again during a recovery.
-void Tcb::rack_note_retransmit(SeqNum seq, Instant now) {
-    if (seq == snd_.una) {
-        if (rack_.una_rxt != seq) rack_.una_probed = false;  // a new snd.una: its own probe
-        rack_.una_rxt = seq;
-        rack_.una_rxt_max = snd_.max;
-        rack_.una_rxt_at = now;
-        rack_.later_n = 0;
-        if (reo_at_.is_never() && !rack_.una_probed && rack_timer_usable()) reo_at_ = now + rack_probe_wait();
-    } else if (rack_.una_rxt && rack_.later_n < Rack::kLater) {
-        rack_.later[rack_.later_n++] = seq;
+// [snd.una, end) once more, in as many segments as the options leave room
+// for (a retransmission of snd.una: at most one MSS, usually one segment).
+uint32_t Tcb::rack_resend_una(SeqNum end, Instant now, Actions& out) {
+    uint32_t sent = 0;
+    for (SeqNum seq = snd_.una; end - seq > 0 && sent < 2 * snd_.mss;) {
+        const uint32_t n = emit_data(seq, std::min<uint32_t>(uint32_t(end - seq), snd_.mss), true, now, out);
+        if (n == 0) break;
+        sent += n;
+        seq = seq + n;
     }
+    return sent;
+}
+
+// emit_data() sent [seq, end) again during a recovery: logged, and when it
+// is snd.una's, its probe is due unless something answers first.
+void Tcb::rack_note_retransmit(SeqNum seq, SeqNum end, Instant now) {
+    if (rack_.sent_n == Rack::kSent) {
+        std::copy(rack_.sent.begin() + 1, rack_.sent.end(), rack_.sent.begin());
+        --rack_.sent_n;
+    }
+    rack_.sent[rack_.sent_n++] = RackSent{seq, end, snd_.max, now};
+    if (seq == snd_.una && reo_at_.is_never() && rack_.probed != snd_.una && rack_timer_usable())
+        reo_at_ = now + rack_probe_wait();
+}
+
+// The cumulative ACK moved in a recovery: the retransmissions it passed
+// leave the log, the latest send time among them kept.
+void Tcb::rack_on_ack() {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < rack_.sent_n; ++i) {
+        const RackSent& r = rack_.sent[i];
+        if (r.end - snd_.una <= 0) {
+            if (!rack_.acked_at || r.at > *rack_.acked_at) rack_.acked_at = r.at;
+        } else {
+            rack_.sent[kept++] = r;
+        }
+    }
+    rack_.sent_n = kept;
 }
 
 // How long a retransmission at snd.una waits for any answer before its
 // probe: the receiver ACKs a hole-filling segment at once (RFC 5681 §4.2).
 Duration Tcb::rack_probe_wait() const { return std::max(srtt_ * 2, cfg_.tlp_min_pto); }
+
+// The latest retransmission in this recovery that carried the byte at
+// snd.una, if the log still holds it.
+const Tcb::RackSent* Tcb::rack_una_rxt() const {
+    for (uint32_t i = rack_.sent_n; i-- > 0;) {
+        const RackSent& r = rack_.sent[i];
+        if (r.start - snd_.una <= 0 && r.end - snd_.una > 0) return &r;
+    }
+    return nullptr;
+}
 
 // In a recovery: the segment at snd.una has not been sent again in it (it
 // lies at or above HighRxt), is not SACKed, and data above it is.
@@ -126,13 +171,15 @@ bool Tcb::rack_una_original() const {
 }
 
 // snd.una's last retransmission is still missing while something sent after
-// it has been SACKed: new data (above what snd.max was then), or a later
-// retransmission.
+// it has been delivered: new data SACKed (above what snd.max was then), a
+// later retransmission SACKed, or one the cumulative ACK passed.
 bool Tcb::rack_una_rxt_lost() const {
-    if (rack_.una_rxt != snd_.una || sb_.is_sacked(snd_.una)) return false;
-    if (sb_.highest_sacked() - rack_.una_rxt_max > 0) return true;
-    for (uint32_t i = 0; i < rack_.later_n; ++i)
-        if (rack_.later[i] - snd_.una > 0 && sb_.is_sacked(rack_.later[i])) return true;
+    const RackSent* r = rack_una_rxt();
+    if (!r || sb_.is_sacked(snd_.una)) return false;
+    if (sb_.highest_sacked() - r->max > 0) return true;
+    if (rack_.acked_at && *rack_.acked_at > r->at) return true;
+    for (const RackSent* later = r + 1; later < rack_.sent.data() + rack_.sent_n; ++later)
+        if (later->start - snd_.una > 0 && sb_.is_sacked(later->start)) return true;
     return false;
 }
 
@@ -149,9 +196,9 @@ void Tcb::rack_on_dsack() {
 // A recovery begins: the widened window lasts 16 of them.
 void Tcb::rack_on_recovery() {
     if (rack_.persist > 0 && --rack_.persist == 0) rack_.mult = 1;
-    rack_.una_rxt.reset();
-    rack_.una_probed = false;
-    rack_.later_n = 0;
+    rack_.sent_n = 0;
+    rack_.acked_at.reset();
+    rack_.probed.reset();
 }
 
 } // namespace crescent::tcp

@@ -134,6 +134,7 @@ void Link::send(Instant now, Bytes frame) {
 
     if (rng_.chance(cfg_.loss)) {
         st_.lost++;
+        if (on_lost_) on_lost_(now, frame);
         return;
     }
     if (rng_.chance(cfg_.corrupt) && flip_l4_bit(frame, rng_.next())) st_.corrupted++;

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <queue>
 #include <vector>
@@ -82,6 +83,8 @@ public:
 
     // Change the loss rates mid-run (e.g. to let a teardown finish cleanly).
     void set_loss(double loss) { cfg_.loss = loss; }
+    // Called with each frame the random loss takes (a trace of the run).
+    void on_lost(std::function<void(Instant, const Bytes&)> f) { on_lost_ = std::move(f); }
 
 private:
     struct InFlight {
@@ -96,6 +99,7 @@ private:
     void schedule(Instant arrival, Bytes frame);
 
     LinkConfig cfg_;
+    std::function<void(Instant, const Bytes&)> on_lost_;
     Rng rng_;
     LinkStats st_;
     Instant tx_free_;          // when the transmitter finishes its queue

@@ -24,6 +24,15 @@ SimNet::SimNet(SimConfig cfg) : cfg_(std::move(cfg)), ab_(cfg_.ab), ba_(cfg_.ba)
     if (!arena_) throw std::runtime_error("sim: zbuf arena: " + err);
     core_ = std::make_unique<zbuf::CoreScope>(0);
     trace_ = std::getenv("CRESCENT_SIM_TRACE") != nullptr;
+    if (trace_) {
+        // Lost frames too, at the time they were sent, marked LOST.
+        for (Side from : {Side::A, Side::B})
+            link_from(from).on_lost([this, from](Instant at, const Bytes& frame) {
+                wire::Frame fr;
+                if (wire::parse_frame(wire::Bytes(frame), wire::Offload{}, &fr) == wire::Drop::None)
+                    trace_frame(from, other(from), fr, at, " LOST");
+            });
+    }
     cfg_.host_a.local_ip = kIpA;
     cfg_.host_b.local_ip = kIpB;
     hosts_[0] = std::make_unique<tcp::Host>(cfg_.host_a);
@@ -163,8 +172,13 @@ void SimNet::handle_event(Side s, const tcp::Event& ev) {
         }
         touched_.push_back(&e);
         break;
-    case tcp::EventKind::Writable:
     case tcp::EventKind::Acked:
+        // Also here: an endpoint that closed first reaches TIME-WAIT without
+        // a Tcb to read when its peer's FIN comes.
+        snapshot_stats();
+        touched_.push_back(&e);
+        break;
+    case tcp::EventKind::Writable:
         touched_.push_back(&e);
         break;
     case tcp::EventKind::PeerFin:
@@ -275,6 +289,22 @@ void SimNet::dispatch(Side s) {
     throw std::runtime_error("sim: dispatch did not settle");
 }
 
+// One line per frame: when, which way, the TCP header; `what` marks a frame
+// the link lost.
+void SimNet::trace_frame(Side from, Side to, const wire::Frame& fr, Instant at, const char* what) {
+    const wire::TcpRepr& t = fr.tcp;
+    std::fprintf(stderr, "%12.6f %c>%c%s %5u>%-5u seq %10u ack %10u %c%c%c%c%c%c len %5zu win %5u ecn %u",
+                 double(at.nanos()) / 1e9, from == Side::A ? 'A' : 'B', to == Side::A ? 'A' : 'B', what, t.src_port,
+                 t.dst_port, t.seq.raw(), t.ack.raw(), t.has(wire::tcp_flags::SYN) ? 'S' : '.',
+                 t.has(wire::tcp_flags::ACK) ? 'A' : '.', t.has(wire::tcp_flags::FIN) ? 'F' : '.',
+                 t.has(wire::tcp_flags::RST) ? 'R' : '.', t.has(wire::tcp_flags::ECE) ? 'E' : '.',
+                 t.has(wire::tcp_flags::CWR) ? 'C' : '.', fr.payload_len, t.window, fr.ip.ecn);
+    if (t.opts.ts) std::fprintf(stderr, " ts %u/%u", t.opts.ts->tsval, t.opts.ts->tsecr);
+    for (uint8_t i = 0; i < t.opts.sack_count; i++)
+        std::fprintf(stderr, " sack[%u,%u)", t.opts.sack[i].left.raw(), t.opts.sack[i].right.raw());
+    std::fprintf(stderr, "\n");
+}
+
 void SimNet::deliver(Side to, Bytes frame) {
     st_.frames_in++;
     wire::Frame fr;
@@ -283,19 +313,7 @@ void SimNet::deliver(Side to, Bytes frame) {
         st_.rx_drops[size_t(d)]++;
         return;
     }
-    if (trace_) {
-        const wire::TcpRepr& t = fr.tcp;
-        std::fprintf(stderr, "%12.6f %c>%c %5u>%-5u seq %10u ack %10u %c%c%c%c%c%c len %5zu win %5u ecn %u",
-                     double(now_.nanos()) / 1e9, to == Side::B ? 'A' : 'B', to == Side::B ? 'B' : 'A', t.src_port,
-                     t.dst_port, t.seq.raw(), t.ack.raw(), t.has(wire::tcp_flags::SYN) ? 'S' : '.',
-                     t.has(wire::tcp_flags::ACK) ? 'A' : '.', t.has(wire::tcp_flags::FIN) ? 'F' : '.',
-                     t.has(wire::tcp_flags::RST) ? 'R' : '.', t.has(wire::tcp_flags::ECE) ? 'E' : '.',
-                     t.has(wire::tcp_flags::CWR) ? 'C' : '.', fr.payload_len, t.window, fr.ip.ecn);
-        if (t.opts.ts) std::fprintf(stderr, " ts %u/%u", t.opts.ts->tsval, t.opts.ts->tsecr);
-        for (uint8_t i = 0; i < t.opts.sack_count; i++)
-            std::fprintf(stderr, " sack[%u,%u)", t.opts.sack[i].left.raw(), t.opts.sack[i].right.raw());
-        std::fprintf(stderr, "\n");
-    }
+    if (trace_) trace_frame(other(to), to, fr, now_, "");
     Slice payload;
     if (fr.payload_len) {
         payload = arena_->alloc_slice(fr.payload_len);

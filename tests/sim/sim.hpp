@@ -126,6 +126,7 @@ private:
     static uint64_t key(tcp::ConnId c) { return uint64_t(c.index) << 32 | c.gen; }
     Endpoint* make_endpoint(Side s, tcp::ConnId id, uint64_t to_send);
     void deliver(Side to, Bytes frame);
+    void trace_frame(Side from, Side to, const wire::Frame& fr, Instant at, const char* what);
     void dispatch(Side s);
     void pump(Endpoint& e);
     void pump_echo(Endpoint& e);
@@ -143,7 +144,7 @@ private:
     std::map<uint16_t, bool> listen_echo_;
     std::vector<Endpoint*> touched_;  // endpoints whose sending may progress
     SimStats st_;
-    bool trace_ = false;         // CRESCENT_SIM_TRACE: print every delivered segment
+    bool trace_ = false;         // CRESCENT_SIM_TRACE: print every delivered (and lost) segment
 };
 
 } // namespace crescent::sim

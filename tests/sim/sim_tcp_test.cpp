@@ -531,13 +531,18 @@ TEST_CASE("sim ping-pong: a lost tail is probed, not left to the RTO", "[sim][tl
 // window, not the pipe, and a hole at snd.una with too little SACKed above
 // it for the raised DupThresh (the link reorders 1 %) is lost after RACK's
 // reordering window (RFC 8985 §6), which also finds snd.una's retransmission
-// lost once a later retransmission is SACKed. The RTO is left the lost
-// retransmissions of single holes: about one loss in 280 (one in ten while
-// data-carrying ACKs counted for nothing; one in forty without the window,
-// one in 110 without it in recovery).
+// lost once something sent after it is delivered, keeps the record of every
+// retransmission of the recovery for when snd.una reaches it, and sends a
+// lost one again whole (its first segment may now carry SACK blocks and
+// hold 12 bytes less). The RTO is left a retransmission lost twice: about
+// one loss in 950 (one in 170 while snd.una left the record of a hole above
+// the first behind, or of a 12-byte remainder; one in ten while
+// data-carrying ACKs counted for nothing).
 TEST_CASE("sim ping-pong: large messages are repaired by SACK recovery, not the RTO", "[sim][recovery][large]") {
     const PingRun r = ping_pong(65536, true);
     CHECK(r.lost > 4000);
-    CHECK(r.rto_events * 150 < r.lost);
-    CHECK(r.mean_us < 620);
+    CHECK(r.rto_events * 600 < r.lost);
+    CHECK(r.slow * 200 < 4000);  // fewer than 1 exchange in 200 meets the RTO
+    CHECK(r.p99_us < 2000);
+    CHECK(r.mean_us < 450);
 }

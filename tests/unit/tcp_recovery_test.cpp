@@ -225,3 +225,93 @@ TEST_CASE("RFC 8985 §6 + §7: a retransmission of snd.una with nothing sent aft
         CHECK(p.t.tcb->stats().tlp_probes == (rack ? 1u : 0u));
     }
 }
+
+namespace {
+
+// The payload length of the segment sent at `off` (0 when none was).
+uint32_t sent_len(const SackPeer& p, int64_t off) {
+    for (auto& o : p.t.out.segments)
+        if (o.repr.seq == rel(off) && o.payload_len() > 0) return o.payload_len();
+    return 0;
+}
+
+} // namespace
+
+TEST_CASE("RFC 8985 §6: a lost retransmission goes again whole, though SACK blocks now shorten its segment",
+          "[tcp][recovery][rack]") {
+    SackPeer p(racking(), kRtt);
+    p.send_segments(4);  // [0, 4000): the first is lost
+    p.ack(0, {{1000, 4000}});
+    REQUIRE(sent_len(p, 0) == kMss);  // a whole segment: nothing to SACK yet
+    p.t.clear();
+    // The peer's own data now arrives with a hole: every segment of ours
+    // carries a SACK block (12 bytes of options) from here on.
+    data_ack(p, 1000, 100, 0, {{1000, 4000}});
+    p.t.clear();
+    // The retransmission is lost; its probe after 2 SRTT sends all of it:
+    // 988 bytes, then the 12 that no longer fit.
+    const Duration srtt = p.t.tcb->stats().srtt;
+    p.t.advance(2 * srtt);
+    INFO(sent(p.t));
+    CHECK(sent_len(p, 0) == kMss - 12);
+    CHECK(sent_len(p, kMss - 12) == 12);
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+    // The first part arrives, the 12 bytes do not: snd.una lands inside what
+    // was sent again, and that piece has its own probe, not the RTO.
+    p.t.clear();
+    p.ack(kMss - 12, {{1000, 4000}});
+    p.t.advance(2 * srtt);
+    INFO(sent(p.t));
+    CHECK(sent_len(p, kMss - 12) == 12);
+    CHECK(p.t.tcb->stats().tlp_probes == 2);
+    CHECK(p.t.tcb->stats().rto_events == 0);
+    p.t.clear();
+    p.ack(4000);
+    CHECK(p.t.tcb->stats().rto_events == 0);
+}
+
+TEST_CASE("RFC 8985 §6: a hole above the first keeps its retransmission's record when snd.una reaches it",
+          "[tcp][recovery][rack]") {
+    SackPeer p(racking(), kRtt);
+    p.send_segments(10);  // [0, 10000): 0 and 5000 lost
+    p.ack(0, {{6000, 10000}, {1000, 5000}});
+    REQUIRE(p.sent_seq(0));
+    REQUIRE(p.sent_seq(5000));
+    p.t.clear();
+    // 0's retransmission arrives, 5000's is lost too. Nothing was sent after
+    // it: it is probed after 2 SRTT, as a retransmission at snd.una is.
+    p.ack(5000, {{6000, 10000}});
+    const Duration srtt = p.t.tcb->stats().srtt;
+    p.t.advance(2 * srtt - 1us);
+    CHECK_FALSE(p.sent_seq(5000));
+    p.t.advance(1us);
+    INFO(sent(p.t));
+    CHECK(p.sent_seq(5000));
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+    CHECK(p.t.tcb->stats().rto_events == 0);
+}
+
+TEST_CASE("RFC 8985 §6: a retransmission of snd.una is lost once one sent after it is cumulatively acknowledged",
+          "[tcp][recovery][rack]") {
+    SackPeer p(racking(), kRtt);
+    p.send_segments(10);  // [0, 10000): 0 and 5000 lost
+    p.ack(0, {{6000, 10000}, {1000, 5000}});
+    REQUIRE(p.sent_seq(0));
+    REQUIRE(p.sent_seq(5000));
+    p.t.clear();
+    // 0's retransmission is lost; after its probe (sent later than 5000's)
+    // arrives, snd.una is at 5000, whose retransmission went before that
+    // probe and is still missing: lost, without waiting for a probe of its own.
+    const Duration srtt = p.t.tcb->stats().srtt;
+    p.t.advance(2 * srtt);
+    REQUIRE(p.sent_seq(0));
+    REQUIRE(p.t.tcb->stats().tlp_probes == 1);
+    p.t.clear();
+    p.ack(5000, {{6000, 10000}});
+    p.t.advance(1us);  // no reordering seen: the window is zero
+    INFO(sent(p.t));
+    CHECK(p.sent_seq(5000));
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+    CHECK(p.t.tcb->stats().rack_losses == 1);
+    CHECK(p.t.tcb->stats().rto_events == 0);
+}
