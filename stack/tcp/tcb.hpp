@@ -530,6 +530,7 @@ private:
     void tlp_spurious();
     void tlp_on_dupack(SeqNum ack, bool reports_new);
     SackScoreboard::Range last_segment() const;  // the highest-sequence segment sent
+    uint32_t segment_room() const;               // payload the next segment carries (tcb_output.cpp)
     // RACK's reordering window for the first hole and its retransmission (tcb_rack.cpp).
     Duration reo_wnd() const;
     bool rack_timer_usable() const;

@@ -62,6 +62,15 @@ void Tcb::fill_options(TcpRepr& r, bool syn, Instant now) const {
     if (ts_ok_) r.opts.ts = wire::Timestamps{ts_now(now), ts_recent_};
 }
 
+// The payload the next segment can carry: one MSS less the SACK blocks
+// fill_ack_fields() will put in it (at most: adjacent ranges may merge).
+uint32_t Tcb::segment_room() const {
+    if (!sack_ok_ || (!dsack_due_ && reasm_.empty())) return snd_.mss;
+    const uint32_t blocks = std::min<uint32_t>(ts_ok_ ? 3 : 4, (dsack_due_ ? 1 : 0) + reasm_.segments());
+    const uint32_t opt = blocks ? 4 + 8 * blocks : 0;
+    return snd_.mss > opt ? snd_.mss - opt : 1;
+}
+
 // Everything an ACK carries: ACK number, window, timestamps, SACK blocks, ECE.
 void Tcb::fill_ack_fields(TcpRepr& r, Instant now) {
     r.flags |= ACK;

@@ -80,11 +80,13 @@ void Tcb::schedule_probe(Instant now) {
     pto_at_ = std::min(now + probe_timeout(), rto_at_);
 }
 
-// The highest-sequence segment sent so far: up to one MSS below snd.max (a
-// FIN already sent rides along again). Rule 4 of NextSeg() and the probe send it.
+// The highest-sequence segment sent so far: as much below snd.max as one
+// segment carries now (a FIN already sent rides along again). Rule 4 of
+// NextSeg() and the probe send it; both are about the last byte, which a
+// segment that SACK blocks shorten would otherwise leave out.
 SackScoreboard::Range Tcb::last_segment() const {
     const SeqNum data_hi = snd_.max - data_end() > 0 ? data_end() : snd_.max;
-    const uint32_t len = std::min<uint32_t>(uint32_t(data_hi - snd_.una), snd_.mss);
+    const uint32_t len = std::min<uint32_t>(uint32_t(data_hi - snd_.una), segment_room());
     return {data_hi - len, len};
 }
 

@@ -293,3 +293,23 @@ TEST_CASE("RFC 6675 §5: an ACK that advances snd.una and SACKs new data counts 
     CHECK(p.t.tcb->stats().fast_recoveries == 1);
     CHECK(p.t.tcb->stats().retrans_fast == 1);
 }
+
+TEST_CASE("RFC 8985 §7.3: the probe ends at snd.max also when SACK blocks for the peer's data shorten it",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    p.send_segments(4);
+    p.t.advance(kRtt);
+    // The ACK of the first three carries the peer's data past a hole: every
+    // segment of ours now carries a SACK block (12 bytes of options).
+    TcpRepr a = p.t.seg(ACK | PSH, 1000, 3000);
+    p.t.recv(a, std::string(100, 'r'));
+    p.t.clear();
+    p.t.advance(2 * kRtt + 2ms);
+    INFO(sent(p.t));
+    REQUIRE(p.t.out.segments.size() == 1);
+    const OutSegment& probe = p.t.out.segments[0];
+    CHECK(probe.repr.opts.sack_count == 1);
+    CHECK(probe.repr.seq == rel(3000 + 12));  // the last 988 bytes: the last byte goes
+    CHECK(probe.payload_len() == kMss - 12);
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+}
