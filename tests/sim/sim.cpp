@@ -78,28 +78,45 @@ Endpoint* SimNet::connect(uint16_t local_port, uint16_t port, uint64_t to_send, 
     return e;
 }
 
-void SimNet::listen_echo(uint16_t port, uint32_t backlog) {
+void SimNet::listen_echo(uint16_t port, uint32_t backlog, uint32_t whole) {
     listen(port, backlog, 0);
-    listen_echo_[port] = true;
+    listen_echo_[port] = whole;
 }
 
 // Echo: send back what arrived, consuming it (window reopens) only once the
-// send buffer took it; FIN after the peer's, once nothing is left.
+// send buffer took it — or, echoing whole messages, as it arrives and back
+// once a message is complete; FIN after the peer's, once nothing is left.
 void SimNet::pump_echo(Endpoint& e) {
     if (!e.connected || e.closed) return;
     tcp::Host& h = host(e.side);
+    if (e.peer_fin) {  // the peer sends no more: a part message goes back as it is
+        e.echo_ready += e.echo_held;
+        e.echo_held = 0;
+    }
     while (!e.echo_q.empty()) {
-        size_t n = e.echo_q.front().size();
-        Slice copy = e.echo_q.front().share();
+        Slice& front = e.echo_q.front();
+        // A whole-message echo sends what is ready; the rest of a slice
+        // that straddles a message's end stays.
+        const size_t n = e.whole && e.echo_ready < front.size() ? size_t(e.echo_ready) : front.size();
+        if (n == 0) break;
+        Slice copy = front.sub(0, n);
         tcp::SendResult r = h.send(e.id, copy);
         if (r == tcp::SendResult::WouldBlock) return;
         if (r != tcp::SendResult::Ok) throw std::runtime_error("sim: echo send refused: invalid state");
-        e.sent_hash.add(e.echo_q.front().data(), n);
+        e.sent_hash.add(front.data(), n);
         e.queued += n;
-        e.echo_q.pop_front();
-        h.consume(e.id, uint32_t(n));
+        if (e.whole) {
+            e.echo_ready -= n;
+        } else {
+            h.consume(e.id, uint32_t(n));
+        }
+        if (n == front.size()) {
+            e.echo_q.pop_front();
+        } else {
+            front.remove_prefix(n);
+        }
     }
-    if (e.peer_fin && !e.close_called) {
+    if (e.peer_fin && !e.close_called && e.echo_q.empty()) {
         e.fin_queued = e.close_called = true;
         h.close(e.id);
     }
@@ -151,7 +168,10 @@ void SimNet::handle_event(Side s, const tcp::Event& ev) {
     if (ev.kind == tcp::EventKind::Acceptable) {
         while (auto id = host(s).accept(ev.port)) {
             Endpoint* e = make_endpoint(s, *id, listen_to_send_[ev.port]);
-            e->echo = listen_echo_[ev.port];
+            if (auto echo = listen_echo_.find(ev.port); echo != listen_echo_.end()) {
+                e->echo = true;
+                e->whole = echo->second;
+            }
             e->connected = true;
             e->connected_at = now_;
             touched_.push_back(e);
@@ -266,10 +286,13 @@ void SimNet::dispatch(Side s) {
                     e.round_trips.push_back(now_ - e.ping_sent);
                     touched_.push_back(&e);
                 }
-                if (e.echo) {  // consumed once echoed (pump_echo)
+                if (e.echo) {  // consumed once echoed (pump_echo), or now when whole messages go back
                     if (n > 0) e.echo_q.push_back(std::move(r.data));
                     touched_.push_back(&e);
-                    continue;
+                    if (e.whole == 0) continue;
+                    e.echo_held += n;
+                    e.echo_ready += e.echo_held / e.whole * e.whole;
+                    e.echo_held %= e.whole;
                 }
             } else {
                 st_.unowned_bytes += n;

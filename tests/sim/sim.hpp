@@ -59,6 +59,11 @@ struct Endpoint {
     // the backpressure of an echo server that reads only what it can write.
     bool echo = false;
     std::deque<Slice> echo_q;
+    // An echo in whole messages of `whole` bytes (an RPC server: the reply
+    // goes once the request is in): bytes are consumed as they arrive and
+    // `echo_ready` of the queue may go back.
+    uint32_t whole = 0;
+    uint64_t echo_held = 0, echo_ready = 0;
     // Ping-pong (a client of listen_echo): one message of `ping` bytes at a
     // time, the next once the echo of the last is back; each round trip's
     // time goes into round_trips.
@@ -104,7 +109,7 @@ public:
     void listen(uint16_t port, uint32_t backlog, uint64_t to_send);
     // B listens on `port`; each accepted connection echoes what it receives
     // and closes after the peer's FIN once everything went back.
-    void listen_echo(uint16_t port, uint32_t backlog);
+    void listen_echo(uint16_t port, uint32_t backlog, uint32_t whole = 0);
     // A connects from `local_port` to B:`port` and will send `to_send` bytes.
     Endpoint* connect(uint16_t local_port, uint16_t port, uint64_t to_send, const tcp::Config* cfg = nullptr);
 
@@ -141,7 +146,7 @@ private:
     std::array<tcp::Actions, 2> acts_;
     std::array<std::map<uint64_t, std::unique_ptr<Endpoint>>, 2> eps_;
     std::map<uint16_t, uint64_t> listen_to_send_;
-    std::map<uint16_t, bool> listen_echo_;
+    std::map<uint16_t, uint32_t> listen_echo_;  // port -> whole (0: as it arrives)
     std::vector<Endpoint*> touched_;  // endpoints whose sending may progress
     SimStats st_;
     bool trace_ = false;         // CRESCENT_SIM_TRACE: print every delivered (and lost) segment
