@@ -490,7 +490,7 @@ class RpcLoader final : public Loader {
     void shut() override {
         if (!ch) return;
         for (const ConnStats& c : ch->connection_stats())
-            retrans += c.retrans_timeout + c.retrans_fast + c.retrans_sack + c.retrans_rescue + c.tlp_probes;
+            retrans += c.retransmissions();
         const rpc::ChannelStats& cs = ch->stats();
         channel_stats = "calls=" + std::to_string(cs.calls) + " ok=" + std::to_string(cs.ok) +
                         " failed=" + std::to_string(cs.failed) + " connects=" + std::to_string(cs.connects) +
@@ -607,7 +607,7 @@ class EchoLoader final : public Loader {
         for (auto& c : conns_) {
             if (!c->s) continue;
             const ConnStats st = c->s->conn_stats();
-            retrans += st.retrans_timeout + st.retrans_fast + st.retrans_sack + st.retrans_rescue + st.tlp_probes;
+            retrans += st.retransmissions();
             c->s->abort();  // the echo server may still hold requests: no graceful drain
         }
     }

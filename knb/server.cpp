@@ -128,7 +128,7 @@ struct Service {
         uint64_t retrans = 0;  // of the open connections (a closed one's counters go with it)
         if (srv) {
             for (const ConnStats& c : srv->connection_stats())
-                retrans += c.retrans_timeout + c.retrans_fast + c.retrans_sack + c.retrans_rescue;
+                retrans += c.retransmissions();
         }
         Published& p = sh->pub[e->index()];
         p.retrans.store(retrans, std::memory_order_relaxed);

@@ -233,6 +233,15 @@ struct ConnStats {
     // \var tlp_recoveries
     // Of those, probes that repaired a loss (the window was reduced).
     uint64_t tlp_probes = 0, tlp_recoveries = 0;
+    // \var retrans_probe
+    // Probes that sent old data again (a tail loss probe of the last segment,
+    // or the probe of a retransmission at snd.una); new-data probes are not.
+    uint64_t retrans_probe = 0;
+    // Segments sent again, all causes: what Linux counts in tcpi_total_retrans
+    // (timeouts, fast and SACK recovery, rescue, probes of old data).
+    uint64_t retransmissions() const {
+        return retrans_timeout + retrans_fast + retrans_sack + retrans_rescue + retrans_probe;
+    }
     // \var rack_losses
     // Holes at snd.una found lost by RACK's reordering window (RFC 8985 §6), not by DupThresh or the RTO.
     uint64_t rack_losses = 0;

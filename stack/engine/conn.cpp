@@ -288,6 +288,7 @@ ConnStats EngineImpl::conn_stats(uint32_t index, uint32_t gen) const {
     o.undo_rtos = x.undo_rtos;
     o.reordering = x.reordering;
     o.tlp_probes = x.tlp_probes;
+    o.retrans_probe = x.retrans_probe;
     o.tlp_recoveries = x.tlp_recoveries;
     o.rack_losses = x.rack_losses;
     o.rx_queued = uint32_t(s->rxq_bytes);

@@ -73,7 +73,7 @@ struct ConnSnapshot {
     uint64_t bytes_sent = 0;     // payload bytes sent, retransmissions included
     uint64_t bytes_retrans = 0;
     uint64_t segs_in = 0, segs_out = 0;
-    uint64_t retrans = 0;        // retransmitted segments (timeout + fast + SACK)
+    uint64_t retrans = 0;        // retransmitted segments (timeout, fast, SACK, rescue, probes of old data)
     uint64_t rto_events = 0, fast_recoveries = 0, dupacks = 0, drops = 0;
     uint64_t undone = 0;         // fast recoveries and RTOs proven spurious and undone
     uint64_t tlp_probes = 0;     // tail loss probes sent

@@ -342,6 +342,7 @@ struct Stats {
     uint64_t reorder_events = 0;                  // originals seen arriving after later data
     uint32_t reordering = 0;                      // the current reordering degree (segments; DupThresh)
     uint64_t tlp_probes = 0;                      // tail loss probes sent (RFC 8985 §7.3)
+    uint64_t retrans_probe = 0;                   // of those, and of the probes of snd.una's retransmission: old data sent again
     uint64_t tlp_recoveries = 0;                  // probes that repaired a loss (§7.4: cwnd reduced)
     uint64_t rack_losses = 0;                     // holes found lost by RACK's reordering window (§6)
     uint64_t ooo_segments = 0;                    // segments queued for reassembly

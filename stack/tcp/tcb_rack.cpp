@@ -99,6 +99,7 @@ void Tcb::on_reo_timeout(Instant now, Actions& out) {
         } else if (r && rack_.probed != snd_.una && now - r->at >= rack_probe_wait()) {
             if (rack_resend_una(r->end, now, out) == 0) return;
             ++st_.tlp_probes;
+            ++st_.retrans_probe;
             rack_.probed = snd_.una;
         }
         arm_reo_timer(now);  // the probe of what was just sent

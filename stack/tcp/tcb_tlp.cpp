@@ -110,6 +110,7 @@ void Tcb::on_probe(Instant now, Actions& out) {
     }
     if (n == 0) return;
     ++st_.tlp_probes;
+    if (retrans) ++st_.retrans_probe;
     tlp_.active = true;  // one probe per flight, until this episode ends (§7.4)
     tlp_.retrans = retrans;
     tlp_.lone = uint32_t(snd_.max - snd_.una) <= snd_.mss;

@@ -496,7 +496,8 @@ PingRun ping_pong(uint32_t size, bool probing, bool whole = false) {
         r.probes += e->stats.tlp_probes;
         r.rto_events += e->stats.rto_events;
         rack += e->stats.rack_losses;
-        retrans += e->stats.retrans_timeout + e->stats.retrans_fast + e->stats.retrans_sack + e->stats.retrans_rescue;
+        retrans += e->stats.retrans_timeout + e->stats.retrans_fast + e->stats.retrans_sack + e->stats.retrans_rescue +
+                   e->stats.retrans_probe;
         undone += e->stats.undo_recoveries + e->stats.undo_rtos;
     }
     std::fprintf(stderr, "sim ping %5u B %-10s%s: mean %7.1f us, p99 %7.1f us, p99.9 %7.1f us, >=5 ms %llu, "

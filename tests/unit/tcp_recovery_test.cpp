@@ -216,6 +216,7 @@ TEST_CASE("RFC 8985 §6 + §7: a retransmission of snd.una with nothing sent aft
         INFO(sent(p.t));
         CHECK(p.sent_seq(0) == rack);
         CHECK(p.t.tcb->stats().tlp_probes == (rack ? 1u : 0u));
+        CHECK(p.t.tcb->stats().retrans_probe == (rack ? 1u : 0u));
         CHECK(p.t.tcb->stats().rto_events == 0);
         // Once: the next silence is the RTO's.
         p.t.clear();

@@ -41,6 +41,7 @@ void tail_of_four_lost(SackPeer& p) {
     CHECK(p.t.out.segments[0].repr.seq == rel(3000));
     CHECK(p.t.out.segments[0].payload_len() == kMss);
     CHECK(p.t.tcb->stats().tlp_probes == 1);
+    CHECK(p.t.tcb->stats().retrans_probe == 1);  // the last segment again
     CHECK(p.t.tcb->stats().rto_events == 0);
     p.t.clear();
 }
@@ -119,6 +120,7 @@ TEST_CASE("RFC 8985 §7.3: a cwnd-limited sender probes with the next new segmen
     REQUIRE(p.t.out.segments.size() == 1);
     CHECK(p.t.out.segments[0].repr.seq == rel(int64_t(cwnd_segs) * kMss));
     CHECK(p.t.tcb->stats().tlp_probes == 1);
+    CHECK(p.t.tcb->stats().retrans_probe == 0);  // new data: not a retransmission
     CHECK(p.t.tcb->stats().bytes_retransmitted == 0);
     // Everything arrived: new data judges nothing.
     p.t.clear();
