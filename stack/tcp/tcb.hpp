@@ -172,6 +172,11 @@ struct Config {
     bool tlp = true;
     Duration tlp_min_pto = std::chrono::microseconds(200);
     Duration tlp_max_ack_delay = std::chrono::milliseconds(2);
+    // Probes per tail before the RTO. RFC 8985 §7.3 sends one; crescent sends
+    // a second after twice the PTO when the first drew no ACK at all (it, or
+    // the one ACK a receiver returns for a whole train, was lost too) and the
+    // RTO is further off. 1 is the RFC's behaviour.
+    uint32_t tlp_max_probes = 2;
     // RFC 5827 early retransmit: with fewer than four segments outstanding
     // and nothing new to send, oseg - 1 duplicate ACKs (or SACKed segments)
     // mark the first hole lost — a 4 KiB message is three segments, and
@@ -522,6 +527,7 @@ private:
     void undo_apply();
     // Tail loss probe (tcb_tlp.cpp).
     bool probe_allowed() const;
+    bool probe_conditions() const;
     Duration probe_timeout() const;
     void ack_delay_sample(Duration rtt);
     void schedule_probe(Instant now);
@@ -646,12 +652,15 @@ private:
         bool eifel = true;       // every ACK since the first retransmission echoed an older TSval
         bool rto = false;        // an RTO (else a fast recovery)
     } undo_;
-    // RFC 8985 §7.4: the open tail-loss-probe episode (one per flight).
+    // RFC 8985 §7.4: the open tail-loss-probe episode (one per flight; its
+    // probes: cfg_.tlp_max_probes, the later ones while no ACK came at all).
     struct Tlp {
-        SeqNum start, end;       // what the probe sent; end = SND.MAX after it (TLP.end_seq)
+        SeqNum start, end;       // what the last probe sent; end = SND.MAX after it (TLP.end_seq)
+        uint32_t probes = 0;     // probes sent in this episode
         bool active = false;
         bool retrans = false;    // it sent old data again (else new data: nothing to judge)
         bool lone = false;       // one segment was in flight: its PTO waited for the peer's ACK delay
+        bool in_recovery = false;  // sent in a fast recovery (which made the window's response)
     } tlp_;
     // How long the peer holds the ACK of a lone segment (tcb_tlp.cpp): the
     // PTO's allowance for it. Unknown until the first sample (then

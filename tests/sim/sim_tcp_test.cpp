@@ -536,31 +536,35 @@ TEST_CASE("sim ping-pong: a lost tail is probed, not left to the RTO", "[sim][tl
 // retransmission of the recovery for when snd.una reaches it, and sends a
 // lost one again whole (its first segment may now carry SACK blocks and
 // hold 12 bytes less; so do the rescue and the tail loss probe, which end at
-// snd.max). The RTO is left the tails lost twice (the segment and its
-// probe, or the ACK-carrying segments both ways): about one loss in 730 (one
-// in 170 while snd.una left the record of a hole above the first behind, or
-// of a 12-byte remainder; one in ten while data-carrying ACKs counted for
-// nothing).
+// snd.max). A probe that draws no ACK at all gets a second. The RTO is left
+// a tail lost three times: about one loss in 5,000 (one in 380 with a single
+// probe; one in 170 while snd.una left the record of a hole above the first
+// behind, or of a 12-byte remainder; one in ten while data-carrying ACKs
+// counted for nothing).
 TEST_CASE("sim ping-pong: large messages are repaired by SACK recovery, not the RTO", "[sim][recovery][large]") {
     const PingRun r = ping_pong(65536, true);
     CHECK(r.lost > 4000);
-    CHECK(r.rto_events * 500 < r.lost);
-    CHECK(r.slow * 200 < 4000);  // fewer than 1 exchange in 200 meets the RTO
+    CHECK(r.rto_events * 1000 < r.lost);
+    CHECK(r.slow * 500 < 4000);  // fewer than 1 exchange in 500 meets the RTO
     CHECK(r.p99_us < 2000);
+    CHECK(r.p999_us < 2500);
     CHECK(r.mean_us < 450);
 }
 
 // The same 64 KiB exchange as an RPC makes it: the echo answers once the
 // whole message is in, so each direction's data flows alone and the ACKs
 // come back without data. A receiver holds its ACK until the train pauses
-// (one ACK per flight): what the RTO still meets is mostly that ACK lost
-// together with the tail loss probe the sender then sends (28 of 31 RTOs in
-// 4,000 exchanges at 2 % loss, one per 330 lost frames).
+// (one ACK per flight): when that ACK is lost the sender's tail loss probe
+// draws another, and when the probe (or its ACK) is lost too a second probe
+// follows; so does a recovery whose last ACK is lost once it has nothing left
+// to judge. With one probe and none in a recovery, 31 RTOs in 4,000
+// exchanges at 2 % loss (one per 170 lost frames), 28 of them an ACK and its
+// probe lost; now 5.
 TEST_CASE("sim ping-pong: large request/response messages under loss", "[sim][recovery][large][whole]") {
     const PingRun r = ping_pong(65536, true, true);
     CHECK(r.lost > 4000);
-    CHECK(r.rto_events * 150 < r.lost);
-    CHECK(r.slow * 80 < 4000);
+    CHECK(r.rto_events * 500 < r.lost);
+    CHECK(r.slow * 250 < 4000);
     CHECK(r.p99_us < 2000);
     CHECK(r.mean_us < 800);
 }

@@ -92,9 +92,12 @@ TEST_CASE("RFC 8985 §7.4: a probe whose original arrived too costs the window n
     CHECK(p.t.tcb->stats().cwnd >= cwnd);
 }
 
-TEST_CASE("RFC 8985 §7.3: at most one probe per flight; when it draws nothing the RTO fires one RTO after it",
+TEST_CASE("RFC 8985 §7.3 (tlp_max_probes 1): one probe per flight; when it draws nothing the RTO fires one RTO "
+          "after it",
           "[tcp][tlp]") {
-    SackPeer p(probing(), kRtt);
+    Config c = probing();
+    c.tlp_max_probes = 1;
+    SackPeer p(c, kRtt);
     tail_of_four_lost(p);
     const Duration rto = p.t.tcb->stats().rto;
     p.t.advance(rto - 1us);
@@ -104,6 +107,101 @@ TEST_CASE("RFC 8985 §7.3: at most one probe per flight; when it draws nothing t
     CHECK(p.t.tcb->stats().rto_events == 1);
     CHECK(p.t.tcb->stats().tlp_probes == 1);
     CHECK(p.sent_seq(3000));
+}
+
+TEST_CASE("crescent: no second probe when the RTO comes first (a lone segment's PTO waits for the peer's ACK delay)",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    tail_of_four_lost(p);  // PTO 2.6 ms: twice that is past the RTO
+    const Duration rto = p.t.tcb->stats().rto;
+    REQUIRE(2 * (2 * kRtt + 2ms) > rto);
+    p.t.advance(rto);
+    CHECK(p.t.tcb->stats().rto_events == 1);
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+}
+
+namespace {
+
+// A cwnd-limited sender with three segments queued past its window; the
+// first probe (the next new segment) goes 2 SRTT after the flight.
+uint32_t cwnd_limited_first_probe(SackPeer& p) {
+    const uint32_t cwnd_segs = p.t.tcb->stats().cwnd / kMss;
+    for (uint32_t i = 0; i < cwnd_segs + 3; ++i) REQUIRE(p.t.send(std::string(kMss, 'a')) == SendResult::Ok);
+    p.t.flush();
+    REQUIRE(p.t.out.segments.size() == cwnd_segs);
+    p.t.clear();
+    p.t.advance(2 * kRtt);
+    INFO(sent(p.t));
+    REQUIRE(p.t.out.segments.size() == 1);
+    REQUIRE(p.t.out.segments[0].repr.seq == rel(int64_t(cwnd_segs) * kMss));
+    REQUIRE(p.t.tcb->stats().tlp_probes == 1);
+    p.t.clear();
+    return cwnd_segs;
+}
+
+} // namespace
+
+TEST_CASE("crescent: a probe that draws no ACK at all gets a second after twice the PTO, then only the RTO",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    const uint32_t cwnd_segs = cwnd_limited_first_probe(p);
+    const Duration rto = p.t.tcb->stats().rto;
+    REQUIRE(4 * kRtt < rto);
+    // The probe, or the receiver's one ACK for the flight, was lost too.
+    p.t.advance(4 * kRtt - 1us);
+    CHECK(p.t.out.segments.empty());
+    p.t.advance(1us);
+    INFO(sent(p.t));
+    REQUIRE(p.t.out.segments.size() == 1);
+    CHECK(p.t.out.segments[0].repr.seq == rel(int64_t(cwnd_segs + 1) * kMss));  // new data again
+    CHECK(p.t.tcb->stats().tlp_probes == 2);
+    CHECK(p.t.tcb->stats().rto_events == 0);
+    p.t.clear();
+    // No third: the RTO, one RTO after the second probe.
+    p.t.advance(rto - 1us);
+    CHECK(p.t.out.segments.empty());
+    p.t.advance(1us);
+    CHECK(p.t.tcb->stats().rto_events == 1);
+    CHECK(p.t.tcb->stats().tlp_probes == 2);
+}
+
+TEST_CASE("crescent: the second probe of a tail repeats the last segment; its ACK judges the episode", "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    p.send_segments(4);
+    // Nothing is acknowledged: four segments in flight, PTO 2 SRTT.
+    p.t.advance(2 * kRtt);
+    REQUIRE(p.sent_seq(3000));
+    REQUIRE(p.t.tcb->stats().tlp_probes == 1);
+    p.t.clear();
+    p.t.advance(4 * kRtt);
+    INFO(sent(p.t));
+    REQUIRE(p.t.out.segments.size() == 1);
+    CHECK(p.sent_seq(3000));
+    CHECK(p.t.tcb->stats().tlp_probes == 2);
+    CHECK(p.t.tcb->stats().retrans_probe == 2);
+    // The second probe was the only copy of the tail to arrive: a loss, repaired.
+    p.t.clear();
+    p.ack(4000);
+    p.send_segments(1, 'x');
+    p.ack(5000);
+    CHECK(p.t.tcb->stats().tlp_recoveries == 1);
+    CHECK(p.t.tcb->stats().rto_events == 0);
+}
+
+TEST_CASE("crescent: any ACK after a probe stops the second one", "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    cwnd_limited_first_probe(p);
+    SECTION("a duplicate ACK (a window update)") {
+        TcpRepr a = p.t.seg(ACK, 0, 0);
+        a.window = uint16_t(a.window - 1);
+        p.t.recv(a);
+    }
+    SECTION("an ACK that moves snd.una but not past the probe") { p.ack(kMss); }
+    p.t.clear();
+    p.t.advance(4 * kRtt);
+    INFO(sent(p.t));
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+    CHECK(p.t.tcb->stats().rto_events == 0);
 }
 
 TEST_CASE("RFC 8985 §7.3: a cwnd-limited sender probes with the next new segment after 2 SRTT", "[tcp][tlp]") {
@@ -194,7 +292,7 @@ TEST_CASE("RFC 8985 §7.4 + WCDelAckT: a lone segment's probe found spurious (D-
     lone_exchange(p, 10us);
     REQUIRE(p.t.tcb->stats().ack_delay == 10us);
     p.send_segments(1, 'b');  // its ACK is held longer than the probe waits
-    p.t.advance(2ms);
+    p.t.advance(1ms);
     REQUIRE(p.t.tcb->stats().tlp_probes == 1);
     p.ack(2 * kMss);                        // the original's (held) ACK
     p.ack(2 * kMss, {{kMss, 2 * kMss}});  // the probe, reported duplicate
@@ -314,4 +412,41 @@ TEST_CASE("RFC 8985 §7.3: the probe ends at snd.max also when SACK blocks for t
     CHECK(probe.repr.seq == rel(3000 + 12));  // the last 988 bytes: the last byte goes
     CHECK(probe.payload_len() == kMss - 12);
     CHECK(p.t.tcb->stats().tlp_probes == 1);
+}
+
+TEST_CASE("crescent: a recovery left with nothing to judge (no SACK block above snd.una, everything sent) is probed "
+          "when its ACKs stop; the probe's repair costs the window nothing more",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    p.send_segments(10);
+    p.t.advance(kRtt);
+    p.ack(0, {{1000, 2000}});
+    p.ack(0, {{1000, 3000}});
+    p.ack(0, {{1000, 4000}});
+    REQUIRE(p.t.tcb->stats().fast_recoveries == 1);
+    REQUIRE(p.sent_seq(0));
+    p.t.clear();
+    // The retransmission arrived; the peer's ACK for [4000, 10000) is lost.
+    p.t.advance(kRtt);
+    p.ack(4000);
+    const uint32_t cwnd = p.t.tcb->stats().cwnd;
+    INFO(sent(p.t));
+    REQUIRE(p.t.out.segments.empty());
+    p.t.advance(2 * kRtt - 1us);
+    CHECK(p.t.out.segments.empty());
+    p.t.advance(1us);
+    INFO(sent(p.t));
+    REQUIRE(p.t.out.segments.size() == 1);
+    CHECK(p.sent_seq(9000));
+    CHECK(p.t.tcb->stats().tlp_probes == 1);
+    CHECK(p.t.tcb->stats().rto_events == 0);
+    p.t.clear();
+    // Only the probe's copy of the tail arrived: repaired, inside the recovery's one response.
+    p.ack(10000);
+    p.send_segments(1, 'x');
+    p.ack(11000);
+    CHECK(p.t.tcb->stats().tlp_recoveries == 1);
+    CHECK(p.t.tcb->stats().cwnd >= cwnd);
+    CHECK(p.t.tcb->stats().fast_recoveries == 1);
+    CHECK(p.t.tcb->stats().rto_events == 0);
 }
