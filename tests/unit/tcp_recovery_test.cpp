@@ -98,6 +98,17 @@ Config racking(bool rack = true) {
     return c;
 }
 
+// Ten segments, [0, 10000), of which 0 and 5000 are lost: the first SACK
+// starts a recovery that sends both again, 5000 after 0.
+void two_holes_resent(SackPeer& p) {
+    p.send_segments(10);
+    p.ack(0, {{6000, 10000}, {1000, 5000}});
+    REQUIRE(p.t.tcb->stats().fast_recoveries == 1);
+    REQUIRE(p.sent_seq(0));
+    REQUIRE(p.sent_seq(5000));
+    p.t.clear();
+}
+
 } // namespace
 
 TEST_CASE("RFC 8985 §6: a hole at snd.una with too little SACKed above it is lost after the reordering window",
@@ -155,12 +166,7 @@ TEST_CASE("RFC 8985 §6: a retransmission of snd.una that a later retransmission
     for (bool rack : {true, false}) {
         INFO("rack " << rack);
         SackPeer p(racking(rack), kRtt);
-        p.send_segments(10);  // [0, 10000): 0 and 5000 lost
-        p.ack(0, {{6000, 10000}, {1000, 5000}});
-        REQUIRE(p.t.tcb->stats().fast_recoveries == 1);
-        REQUIRE(p.sent_seq(0));
-        REQUIRE(p.sent_seq(5000));  // after 0's retransmission
-        p.t.clear();
+        two_holes_resent(p);
         // 5000's retransmission arrives; 0's is lost again. The path has
         // shown no reordering: in a recovery the window is zero (§6.2 step 4).
         p.ack(0, {{1000, 10000}});
@@ -274,11 +280,7 @@ TEST_CASE("RFC 8985 §6: a lost retransmission goes again whole, though SACK blo
 TEST_CASE("RFC 8985 §6: a hole above the first keeps its retransmission's record when snd.una reaches it",
           "[tcp][recovery][rack]") {
     SackPeer p(racking(), kRtt);
-    p.send_segments(10);  // [0, 10000): 0 and 5000 lost
-    p.ack(0, {{6000, 10000}, {1000, 5000}});
-    REQUIRE(p.sent_seq(0));
-    REQUIRE(p.sent_seq(5000));
-    p.t.clear();
+    two_holes_resent(p);
     // 0's retransmission arrives, 5000's is lost too. Nothing was sent after
     // it: it is probed after 2 SRTT, as a retransmission at snd.una is.
     p.ack(5000, {{6000, 10000}});
@@ -295,11 +297,7 @@ TEST_CASE("RFC 8985 §6: a hole above the first keeps its retransmission's recor
 TEST_CASE("RFC 8985 §6: a retransmission of snd.una is lost once one sent after it is cumulatively acknowledged",
           "[tcp][recovery][rack]") {
     SackPeer p(racking(), kRtt);
-    p.send_segments(10);  // [0, 10000): 0 and 5000 lost
-    p.ack(0, {{6000, 10000}, {1000, 5000}});
-    REQUIRE(p.sent_seq(0));
-    REQUIRE(p.sent_seq(5000));
-    p.t.clear();
+    two_holes_resent(p);
     // 0's retransmission is lost; after its probe (sent later than 5000's)
     // arrives, snd.una is at 5000, whose retransmission went before that
     // probe and is still missing: lost, without waiting for a probe of its own.
