@@ -168,9 +168,13 @@ struct Config {
     // this peer holds a lone segment's ACK, then that (learned from RTT
     // samples, never above tlp_max_ack_delay; crescent's delayed_ack is 1 ms,
     // Linux's at least 40 ms, where a probe is only a duplicate it reports).
-    // Needs SACK.
+    // Needs SACK. tlp_min_pto floors the PTO where round trips take tens of
+    // microseconds: a lost tail costs about the floor (at 1 % loss it is
+    // the p99), and a peer slower than it to answer draws a spurious probe
+    // (one segment, reported duplicate; on the veth bed 0.1-0.4 % of RPCs
+    // at 100 us, 0.03-0.1 % at 200 us, BENCHMARKS.md session 36).
     bool tlp = true;
-    Duration tlp_min_pto = std::chrono::microseconds(200);
+    Duration tlp_min_pto = std::chrono::microseconds(100);
     Duration tlp_max_ack_delay = std::chrono::milliseconds(2);
     // Probes per tail before the RTO. RFC 8985 §7.3 sends one; crescent sends
     // a second after twice the PTO when the first drew no ACK at all (it, or

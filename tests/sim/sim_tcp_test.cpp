@@ -522,6 +522,9 @@ TEST_CASE("sim ping-pong: a lost tail is probed, not left to the RTO", "[sim][tl
         CHECK(on.slow * 4 < off.slow);
         CHECK(on.mean_us < 0.75 * off.mean_us);
         CHECK(on.p99_us < off.p99_us);
+        // A lost tail costs about the PTO's floor (tlp_min_pto, 100 us) and a
+        // round trip: at 2 % loss that is the 4 KiB exchanges' p99.
+        if (size == 4096) CHECK(on.p99_us < 300);
     }
 }
 
