@@ -537,6 +537,8 @@ private:
     void schedule_probe(Instant now);
     void on_probe(Instant now, Actions& out);
     void tlp_on_ack(SeqNum ack, uint32_t flight, Instant now);
+    void tlp_repaired(uint32_t flight, Instant now);
+    void tlp_settle(Instant now);
     void tlp_on_dsack(const SackBlock& b);
     void tlp_spurious();
     void tlp_on_dupack(SeqNum ack, bool reports_new);
@@ -665,6 +667,8 @@ private:
         bool retrans = false;    // it sent old data again (else new data: nothing to judge)
         bool lone = false;       // one segment was in flight: its PTO waited for the peer's ACK delay
         bool in_recovery = false;  // sent in a fast recovery (which made the window's response)
+        Instant end_acked_at;    // when the ACK reached TLP.end_seq (then waiting for a D-SACK)
+        uint32_t flight = 0;     // the flight before that ACK
     } tlp_;
     // How long the peer holds the ACK of a lone segment (tcb_tlp.cpp): the
     // PTO's allowance for it. Unknown until the first sample (then

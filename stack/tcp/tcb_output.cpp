@@ -333,7 +333,10 @@ void Tcb::output(Instant now, Actions& out) {
             if (!(full || retrans || half_wnd || (all && (!cfg_.nagle || idle)))) break;
             if (emit_data(snd_.nxt, len, retrans, now, out) == 0) break;
         }
-        if (snd_.max != max_before) schedule_probe(now);  // RFC 8985 §7.2: new data went out
+        if (snd_.max != max_before) {  // RFC 8985 §7.2: new data went out
+            if (tlp_.active) [[unlikely]] tlp_settle(now);
+            schedule_probe(now);
+        }
         // Persist timer (RFC 9293 §3.8.6.1): data waits, nothing in flight to
         // bring a window update — probe (or force out a small segment) later.
         if (data_end() - snd_.nxt > 0 && snd_.max == snd_.una && persist_at_.is_never() && rto_at_.is_never()) {

@@ -57,6 +57,10 @@
 //   lost, there are none, and nothing but the RTO was left. Such a probe's
 //   repair takes nothing more from the window: the recovery made its one
 //   response already.
+// - A new flight ends an episode that waits at ACK == TLP.end_seq for a
+//   D-SACK (tlp_settle()), so that the flight can have a probe of its own.
+//   In request/response traffic nothing more is sent until the next message,
+//   whose ACK alone would settle the episode; with that ACK lost, the RTO.
 #include "stack/tcp/tcb.hpp"
 #include "stack/tcp/tcb_detail.hpp"
 
@@ -170,13 +174,36 @@ void Tcb::tlp_on_ack(SeqNum ack, uint32_t flight, Instant now) {
     // ACK == TLP.end_seq: the original or the probe; a D-SACK or a duplicate
     // ACK for the other may follow. Past it without either: the probe was
     // the only copy that arrived — a loss, repaired.
-    if (ack == tlp_.end) return;
+    if (ack == tlp_.end) {
+        tlp_.end_acked_at = now;
+        tlp_.flight = flight;
+        return;
+    }
+    tlp_repaired(flight, now);
+}
+
+// The probe was the only copy that arrived: the window pays what a fast
+// recovery's would, unless a recovery already made that response.
+void Tcb::tlp_repaired(uint32_t flight, Instant now) {
     tlp_.active = false;
     ++st_.tlp_recoveries;
     if (tlp_.in_recovery) return;  // the recovery's response covers it (one per window)
     cc_.on_loss(flight, now);
     cc_.on_recovery_exit(now);
     undo_.cc.reset();  // an undo would take back this response too
+}
+
+// A new flight went out while the episode waits at ACK == TLP.end_seq for a
+// D-SACK: request/response traffic sends nothing past the probe until the
+// next message, and the ACK that would settle the episode is that message's
+// own — while it is open the new flight could have no probe, and its one
+// ACK lost would cost the RTO. The episode ends now: a repaired loss when the
+// D-SACK has had a probe timeout to arrive (it follows the original's ACK
+// by no more than the gap between the original and the probe), else unjudged.
+void Tcb::tlp_settle(Instant now) {
+    if (!tlp_.active || !tlp_.retrans || snd_.una != tlp_.end) return;
+    if (now - tlp_.end_acked_at >= std::max(srtt_ * 2, cfg_.tlp_min_pto)) tlp_repaired(tlp_.flight, now);
+    else tlp_.active = false;
 }
 
 // A probe found spurious: when it was of a lone segment, the allowance was

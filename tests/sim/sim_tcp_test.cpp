@@ -560,14 +560,16 @@ TEST_CASE("sim ping-pong: large messages are repaired by SACK recovery, not the 
 // (one ACK per flight): when that ACK is lost the sender's tail loss probe
 // draws another, and when the probe (or its ACK) is lost too a second probe
 // follows; so does a recovery whose last ACK is lost once it has nothing left
-// to judge. With one probe and none in a recovery, 31 RTOs in 4,000
-// exchanges at 2 % loss (one per 170 lost frames), 28 of them an ACK and its
-// probe lost; now 5.
+// to judge, and a message sent while the last one's probe episode waited for
+// a D-SACK. With one probe, none in a recovery and none for such a message,
+// 31 RTOs in 4,000 exchanges at 2 % loss (one per 170 lost frames), 28 of
+// them an ACK and its probe lost; now about 1.
 TEST_CASE("sim ping-pong: large request/response messages under loss", "[sim][recovery][large][whole]") {
     const PingRun r = ping_pong(65536, true, true);
     CHECK(r.lost > 4000);
-    CHECK(r.rto_events * 500 < r.lost);
-    CHECK(r.slow * 250 < 4000);
+    CHECK(r.rto_events * 1000 < r.lost);
+    CHECK(r.slow * 500 < 4000);
+    CHECK(r.p999_us < 2500);
     CHECK(r.p99_us < 2000);
     CHECK(r.mean_us < 800);
 }

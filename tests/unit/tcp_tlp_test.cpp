@@ -63,20 +63,46 @@ TEST_CASE("RFC 8985 §7.3: a lost tail is probed with the last segment after 2 S
           "[tcp][tlp]") {
     SackPeer p(probing(), kRtt);
     tail_of_four_lost(p);
-    // The probe repaired the tail: its ACK is the only one for [3000, 4000).
-    // At TLP.end_seq itself the episode waits (a D-SACK may still follow)...
     const uint32_t cwnd = p.t.tcb->stats().cwnd;
-    p.ack(4000);
-    CHECK(p.t.tcb->stats().tlp_recoveries == 0);
-    // ...and an ACK past it with no D-SACK in between proves a loss: the
-    // window pays what a fast recovery would (NewReno: half the flight, at least 2 MSS).
-    p.send_segments(1, 'x');
-    p.ack(5000);
+    SECTION("an ACK past TLP.end_seq with no D-SACK before it") {
+        // The probe repaired the tail; new data went out before its ACK came.
+        p.send_segments(1, 'x');
+        p.ack(5000);
+    }
+    SECTION("the next flight goes out once a D-SACK has had a probe timeout to arrive") {
+        // The probe repaired the tail: its ACK is the only one for [3000, 4000).
+        // At TLP.end_seq itself the episode waits (a D-SACK may still follow)...
+        p.ack(4000);
+        CHECK(p.t.tcb->stats().tlp_recoveries == 0);
+        // ...and none came: the next message's flight settles it.
+        p.t.advance(2 * p.t.tcb->stats().srtt);
+        p.send_segments(1, 'x');
+    }
+    // A loss: the window pays what a fast recovery would (NewReno: half the flight, at least 2 MSS).
     CHECK(p.t.tcb->stats().tlp_recoveries == 1);
     CHECK(p.t.tcb->stats().cwnd == 2 * kMss);
     CHECK(p.t.tcb->stats().cwnd < cwnd);
     CHECK(p.t.tcb->stats().rto_events == 0);
     CHECK(p.t.tcb->stats().fast_recoveries == 0);
+}
+
+TEST_CASE("crescent: a flight sent while an episode waits at TLP.end_seq for a D-SACK ends it, and is probed itself",
+          "[tcp][tlp]") {
+    SackPeer p(probing(), kRtt);
+    tail_of_four_lost(p);
+    const uint32_t cwnd = p.t.tcb->stats().cwnd;
+    p.ack(4000);
+    // The next message at once: too soon to tell the probe's ACK from the
+    // original's, so the episode ends unjudged...
+    p.send_segments(2, 'x');
+    CHECK(p.t.tcb->stats().tlp_recoveries == 0);
+    CHECK(p.t.tcb->stats().cwnd >= cwnd);
+    // ...and when this flight's ACK is lost it has a probe of its own, not the RTO.
+    p.t.advance(2 * p.t.tcb->stats().srtt);
+    INFO(sent(p.t));
+    CHECK(p.sent_seq(5000));
+    CHECK(p.t.tcb->stats().tlp_probes == 2);
+    CHECK(p.t.tcb->stats().rto_events == 0);
 }
 
 TEST_CASE("RFC 8985 §7.4: a probe whose original arrived too costs the window nothing", "[tcp][tlp]") {
@@ -182,6 +208,7 @@ TEST_CASE("crescent: the second probe of a tail repeats the last segment; its AC
     // The second probe was the only copy of the tail to arrive: a loss, repaired.
     p.t.clear();
     p.ack(4000);
+    p.t.advance(2 * p.t.tcb->stats().srtt);
     p.send_segments(1, 'x');
     p.ack(5000);
     CHECK(p.t.tcb->stats().tlp_recoveries == 1);
@@ -443,6 +470,7 @@ TEST_CASE("crescent: a recovery left with nothing to judge (no SACK block above 
     p.t.clear();
     // Only the probe's copy of the tail arrived: repaired, inside the recovery's one response.
     p.ack(10000);
+    p.t.advance(2 * p.t.tcb->stats().srtt);
     p.send_segments(1, 'x');
     p.ack(11000);
     CHECK(p.t.tcb->stats().tlp_recoveries == 1);
