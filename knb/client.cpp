@@ -164,6 +164,7 @@ public:
     rpc::Histogram hist;                  // ns, responses inside the window
     uint64_t measured = 0, completed = 0, verified = 0, errors = 0;
     uint64_t retrans = 0;
+    uint64_t timeouts = 0;                // of those, after an RTO (crescent)
     std::string channel_stats;            // rpc: the channel's counters at the end (--stats)
     bool finished = false;
     // Engine 0 (rpc): knb.stats at both ends of the window, and the client's CPU.
@@ -489,8 +490,10 @@ class RpcLoader final : public Loader {
 
     void shut() override {
         if (!ch) return;
-        for (const ConnStats& c : ch->connection_stats())
+        for (const ConnStats& c : ch->connection_stats()) {
             retrans += c.retransmissions();
+            timeouts += c.retrans_timeout;
+        }
         const rpc::ChannelStats& cs = ch->stats();
         channel_stats = "calls=" + std::to_string(cs.calls) + " ok=" + std::to_string(cs.ok) +
                         " failed=" + std::to_string(cs.failed) + " connects=" + std::to_string(cs.connects) +
@@ -608,6 +611,7 @@ class EchoLoader final : public Loader {
             if (!c->s) continue;
             const ConnStats st = c->s->conn_stats();
             retrans += st.retransmissions();
+            timeouts += st.retrans_timeout;
             c->s->abort();  // the echo server may still hold requests: no graceful drain
         }
     }
@@ -694,6 +698,9 @@ int run_client(const Options& o, Result* out) {
         uint64_t d = 0;
         for (unsigned i = 0; i < n; ++i) d += engine_drops(rt->engine(i).stats());
         res.drops_client = d;
+        uint64_t t = 0;
+        for (auto& l : loaders) t += l->timeouts;
+        res.timeouts_client = t;
     }
     res.server = sh.info;
     res.server_threads = sh.server_threads;
@@ -716,6 +723,7 @@ int run_client(const Options& o, Result* out) {
             res.server_busy_s = double(c1 - c0) / 1e9;
         if (PhaseSums p0, p1; p0.from_kv(l0.stats0) && p1.from_kv(l0.stats1)) res.server_phases = p1.since(p0);
         if (kv_u64(l0.stats1, "retrans", &r1)) res.retrans_server = r1;
+        if (kv_u64(l0.stats1, "timeouts", &r1)) res.timeouts_server = r1;
         if (sh.info.stack == "crescent" && kv_u64(l0.stats1, "drops", &d1)) res.drops_server = d1;
     }
     // The window: whole, or up to the first failure.

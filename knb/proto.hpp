@@ -10,7 +10,7 @@
 //                        client meshes with `threads` engines and refuses a
 //                        version it does not speak.
 //   method 3 "knb.stats" no request data. Response meta: "cpu_ns=..;
-//                        retrans=..;drops=..;requests=.." — the server
+//                        retrans=..;drops=..;requests=..[;timeouts=..]" — the server
 //                        process's CPU time (getrusage) and its stack's
 //                        counters, read at the start and end of the window.
 //

@@ -180,6 +180,7 @@ std::string to_json(const Result& r) {
     j.open("cpu_us_per_rpc").opt("client", per_rpc(r.client_cpu_s)).opt("server", per_rpc(r.server_cpu_s)).close();
     j.open("busy_us_per_rpc").opt("client", per_rpc(r.client_busy_s)).opt("server", per_rpc(r.server_busy_s)).close();
     j.open("retrans").u64("client", r.retrans_client).opt("server", r.retrans_server).close();
+    j.open("retrans_timeout").opt("client", r.timeouts_client).opt("server", r.timeouts_server).close();
     j.open("drops").opt("client", r.drops_client).opt("server", r.drops_server).close();
     j.open("phase_ns");
     for (const auto& [side, p] : {std::pair{"client", &r.client_phases}, std::pair{"server", &r.server_phases}}) {

@@ -10,6 +10,7 @@
 //              latency_us:{min,mean,p50,p90,p99,p999,max}, cpu_s:{client,server|null},
 //              cpu_us_per_rpc:{client,server|null}, busy_us_per_rpc:{client|null,server|null} (crescent),
 //              retrans:{client,server|null}, drops:{client|null,server|null},
+//              retrans_timeout:{client|null,server|null} (crescent: of retrans, those after an RTO),
 //              phase_ns:{client|null,server|null} (crescent: {samples, poll, parse, tcp, app,
 //              timers, output, flush, rest}, the mean ns of each phase of the sampled RX
 //              iterations in the window, EngineStats::phase_ns; the phases are null when no
@@ -62,6 +63,8 @@ struct Result {
     std::optional<PhaseSums> client_phases, server_phases;
     uint64_t retrans_client = 0;
     std::optional<uint64_t> retrans_server;
+    // crescent: of those, the retransmissions after an RTO (what loss cost the most)
+    std::optional<uint64_t> timeouts_client, timeouts_server;
     std::optional<uint64_t> drops_client, drops_server;
 
     double rps() const { return seconds > 0 ? double(requests) / seconds : 0; }

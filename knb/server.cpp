@@ -108,10 +108,11 @@ struct Service {
 
     void on_stats(rpc::Call& c) {
         publish();  // this engine's own counters are exact
-        uint64_t retrans = 0, drops = 0, requests = 0, busy = 0;
+        uint64_t retrans = 0, timeouts = 0, drops = 0, requests = 0, busy = 0;
         PhaseSums phases;
         for (const Published& p : sh->pub) {
             retrans += p.retrans.load(std::memory_order_relaxed);
+            timeouts += p.timeouts.load(std::memory_order_relaxed);
             drops += p.drops.load(std::memory_order_relaxed);
             requests += p.requests.load(std::memory_order_relaxed);
             busy += p.busy_ns.load(std::memory_order_relaxed);
@@ -119,19 +120,23 @@ struct Service {
         }
         std::string m = "cpu_ns=" + std::to_string(process_cpu_ns()) + ";retrans=" + std::to_string(retrans) +
                         ";drops=" + std::to_string(drops) + ";requests=" + std::to_string(requests);
-        if (sh->o->stack == Stack::Crescent) m += ";busy_ns=" + std::to_string(busy) + ";" + phases.to_kv();
+        if (sh->o->stack == Stack::Crescent)
+            m += ";timeouts=" + std::to_string(timeouts) + ";busy_ns=" + std::to_string(busy) + ";" + phases.to_kv();
         c.reply(std::as_bytes(std::span(m.data(), m.size())));
     }
 
     // Copies this engine's counters where knb.stats (any engine) reads them.
     void publish() {
-        uint64_t retrans = 0;  // of the open connections (a closed one's counters go with it)
+        uint64_t retrans = 0, timeouts = 0;  // of the open connections (a closed one's counters go with it)
         if (srv) {
-            for (const ConnStats& c : srv->connection_stats())
+            for (const ConnStats& c : srv->connection_stats()) {
                 retrans += c.retransmissions();
+                timeouts += c.retrans_timeout;
+            }
         }
         Published& p = sh->pub[e->index()];
         p.retrans.store(retrans, std::memory_order_relaxed);
+        p.timeouts.store(timeouts, std::memory_order_relaxed);
         if (sh->o->stack == Stack::Crescent) {
             const EngineStats st = e->stats();
             p.drops.store(engine_drops(st), std::memory_order_relaxed);

@@ -51,6 +51,7 @@ struct PhaseSums {
 // thread reads; relaxed: a report, not a synchronisation).
 struct Published {
     std::atomic<uint64_t> retrans{0};
+    std::atomic<uint64_t> timeouts{0};  // retransmissions after an RTO (crescent)
     std::atomic<uint64_t> drops{0};
     std::atomic<uint64_t> requests{0};
     std::atomic<uint64_t> busy_ns{0};  // EngineStats::busy_ns (crescent)

@@ -161,6 +161,10 @@ def case_crescent():
             check(d["result"]["cpu_s"]["server"] is not None and d["result"]["retrans"]["server"] is not None
                   and d["result"]["drops"]["server"] is not None,
                   "the server's CPU time, retransmissions and drops came back (knb.stats)")
+            rto, rx = d["result"]["retrans_timeout"], d["result"]["retrans"]
+            check(rto["server"] is not None and rto["client"] is not None
+                  and rto["server"] <= rx["server"] and rto["client"] <= rx["client"],
+                  f"both sides' retransmissions after an RTO came back, a part of all: {rto} of {rx}")
             # Busy time is wall time (TSC) in iterations that found work, so it
             # is a part of the window's wall time per RPC, not of the CPU time:
             # a thread preempted inside a busy iteration (a loaded machine, CPU
@@ -199,6 +203,8 @@ def case_kernel():
                   f"the server said it runs kernel TCP, {wait} (knb.info)")
             check(d["result"]["phase_ns"] == {"client": None, "server": None},
                   f"kernel TCP has no engine phases to report: {d['result']['phase_ns']}")
+            check(d["result"]["retrans_timeout"] == {"client": None, "server": None},
+                  f"nor its RTOs apart (tcp_info counts all retransmissions as one): {d['result']['retrans_timeout']}")
             sane(*b.client(cl + ["--msg-size", "65536", "--iodepth", "2"]), f"kernel {wait} 64 KiB iodepth 2")
             check(srv.stop() == 0, f"the kernel {wait} server exited 0 on SIGTERM")
 

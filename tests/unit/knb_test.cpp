@@ -386,6 +386,7 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
     r.server_cpu_s = 2.0;
     r.client_busy_s = 0.25;  // crescent's client: engines busy a quarter of a second
     r.retrans_server = 3;
+    r.timeouts_client = 2;  // crescent's client; the kernel server's are not known
     PhaseSums ph;  // the client's engines: 4 iterations timed, 1000 ns of poll and 2000 of parse in all
     ph.samples = 4;
     ph.ns[0] = 1000;
@@ -409,6 +410,7 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
           "result.cpu_s.server", "result.cpu_us_per_rpc.client", "result.cpu_us_per_rpc.server",
           "result.busy_us_per_rpc.client", "result.busy_us_per_rpc.server",
           "result.retrans.client", "result.retrans.server", "result.drops.client", "result.drops.server",
+          "result.retrans_timeout.client", "result.retrans_timeout.server",
           "result.phase_ns.client.samples", "result.phase_ns.client.poll", "result.phase_ns.client.parse",
           "result.phase_ns.client.tcp", "result.phase_ns.client.app", "result.phase_ns.client.timers",
           "result.phase_ns.client.output", "result.phase_ns.client.flush", "result.phase_ns.client.rest",
@@ -420,6 +422,8 @@ TEST_CASE("knb report: the run document is JSON with the version-1 schema", "[kn
     CHECK(j.scalars["result.requests"] == "1000");
     CHECK(j.scalars["result.drops.client"] == "null");  // kernel: not known
     CHECK(j.scalars["result.retrans.server"] == "3");
+    CHECK(j.scalars["result.retrans_timeout.client"] == "2");
+    CHECK(j.scalars["result.retrans_timeout.server"] == "null");
     CHECK(j.scalars["result.cpu_us_per_rpc.server"] == "2000");
     CHECK(j.scalars["result.busy_us_per_rpc.client"] == "250");
     CHECK(j.scalars["result.busy_us_per_rpc.server"] == "null");  // kernel: not known
