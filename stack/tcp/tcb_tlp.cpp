@@ -30,8 +30,13 @@
 // held the ACK. The allowance follows those delays — up at once to a longer
 // one, down by 1/8 of the difference per shorter one — and is
 // tlp_max_ack_delay (also its ceiling) until the first. A probe of a lone
-// segment that proves spurious (the original was only held) puts it back to
-// the ceiling, to come down again sample by sample. Linux's
+// segment that proves spurious (the original arrived) doubles it — at least
+// to tlp_min_pto, at most to the ceiling: the peer may hold its ACKs longer
+// than the samples showed (the sample of the original's ACK may echo the
+// probe's timestamp and miss the delay), or the original's ACK was lost,
+// which at 1 % loss happens to one lone segment in fifty. Going back to the
+// ceiling on each, as this did first, made every later lone tail wait ~2 ms
+// for its probe until samples brought the allowance down 1/8 at a time. Linux's
 // tcp_schedule_loss_probe() adds TCP_RTO_MIN (200 ms) for a lone segment;
 // QUIC's max_ack_delay is the same allowance, announced by the peer rather
 // than measured.
@@ -206,12 +211,14 @@ void Tcb::tlp_settle(Instant now) {
     else tlp_.active = false;
 }
 
-// A probe found spurious: when it was of a lone segment, the allowance was
-// shorter than this peer's ACK delay (the sample of the original's ACK may
-// echo the probe's timestamp and miss it), so it goes back to the ceiling.
+// A probe found spurious: when it was of a lone segment, the allowance may
+// be shorter than this peer's ACK delay, or the original's ACK was lost; it
+// doubles (see the top of this file).
 void Tcb::tlp_spurious() {
     tlp_.active = false;
-    if (tlp_.lone) ack_delay_ = cfg_.tlp_max_ack_delay;
+    if (tlp_.lone)
+        ack_delay_ = ack_delay_ ? std::min(std::max(*ack_delay_ * 2, cfg_.tlp_min_pto), cfg_.tlp_max_ack_delay)
+                                : cfg_.tlp_max_ack_delay;
 }
 
 // A D-SACK arrived while a probe's episode is open.

@@ -312,19 +312,27 @@ TEST_CASE("RFC 8985 §7.2 WCDelAckT, learned: never above tlp_max_ack_delay", "[
     CHECK(q.t.tcb->stats().ack_delay == 500us);
 }
 
-TEST_CASE("RFC 8985 §7.4 + WCDelAckT: a lone segment's probe found spurious (D-SACK) puts the allowance back at "
-          "tlp_max_ack_delay",
+TEST_CASE("RFC 8985 §7.4 + WCDelAckT: each lone segment's probe found spurious (D-SACK) doubles the allowance, "
+          "from at least tlp_min_pto up to tlp_max_ack_delay",
           "[tcp][tlp]") {
-    SackPeer p(probing(), kRtt);
+    SackPeer p(probing(), kRtt);  // tlp_min_pto 200 us, tlp_max_ack_delay 2 ms
     lone_exchange(p, 10us);
     REQUIRE(p.t.tcb->stats().ack_delay == 10us);
-    p.send_segments(1, 'b');  // its ACK is held longer than the probe waits
-    p.t.advance(1ms);
-    REQUIRE(p.t.tcb->stats().tlp_probes == 1);
-    p.ack(2 * kMss);                        // the original's (held) ACK
-    p.ack(2 * kMss, {{kMss, 2 * kMss}});  // the probe, reported duplicate
-    CHECK(p.t.tcb->stats().ack_delay == 2ms);
-    CHECK(p.t.tcb->stats().tlp_recoveries == 0);
+    int64_t off = kMss;
+    char c = 'b';
+    for (const Duration want : {200us, 400us, 800us, 1600us, 2000us, 2000us}) {
+        INFO("allowance to be " << want.count() << " ns");
+        p.send_segments(1, c++);  // its ACK is held longer than the probe waits
+        const uint64_t probes = p.t.tcb->stats().tlp_probes;
+        for (int i = 0; i < 200 && p.t.tcb->stats().tlp_probes == probes; ++i) p.t.advance(50us);
+        REQUIRE(p.t.tcb->stats().tlp_probes == probes + 1);
+        p.ack(off + kMss);                   // the original's (held) ACK
+        p.ack(off + kMss, {{off, off + kMss}});  // the probe, reported duplicate
+        CHECK(p.t.tcb->stats().ack_delay == want);
+        CHECK(p.t.tcb->stats().tlp_recoveries == 0);
+        p.t.clear();
+        off += kMss;
+    }
 }
 
 TEST_CASE("RFC 8985 §7.2: no probe without SACK, or once SACK blocks name a hole (recovery's case)", "[tcp][tlp]") {
