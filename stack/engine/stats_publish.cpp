@@ -125,7 +125,7 @@ void StatsPublisher::publish_conns(const EngineImpl& e, int64_t mono_ns) {
         c.bytes_retrans = x.bytes_retransmitted;
         c.segs_in = x.segs_in;
         c.segs_out = x.segs_out;
-        c.retrans = x.retrans_timeout + x.retrans_fast + x.retrans_sack + x.retrans_rescue + x.retrans_probe;
+        c.retrans = x.retransmissions();
         c.rto_events = x.rto_events;
         c.fast_recoveries = x.fast_recoveries;
         c.dupacks = x.dupacks;

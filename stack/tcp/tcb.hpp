@@ -372,6 +372,11 @@ struct Stats {
     uint64_t drop_no_room = 0;          // reassembly full / beyond window
     uint64_t drop_no_ack = 0;           // no ACK bit in synchronized state
     uint64_t drop_after_close = 0;      // data after close()
+
+    // Segments sent again, all causes (as ConnStats::retransmissions()).
+    uint64_t retransmissions() const {
+        return retrans_timeout + retrans_fast + retrans_sack + retrans_rescue + retrans_probe;
+    }
 };
 
 // ---- the TCB ------------------------------------------------------------------------
@@ -533,6 +538,7 @@ private:
     bool probe_allowed() const;
     bool probe_conditions() const;
     Duration probe_timeout() const;
+    Duration answer_wait() const;
     void ack_delay_sample(Duration rtt);
     void schedule_probe(Instant now);
     void on_probe(Instant now, Actions& out);
@@ -553,7 +559,6 @@ private:
     void rack_on_recovery();
     void rack_note_retransmit(SeqNum seq, SeqNum end, Instant now);
     void rack_on_ack();
-    Duration rack_probe_wait() const;
     const RackSent* rack_una_rxt() const;
     bool rack_una_original() const;
     bool rack_una_rxt_lost() const;

@@ -36,7 +36,7 @@
 // it did, and the rest follows in a second one, which the log keeps in turn.
 // A retransmission with nothing sent after it (the only hole) has no later
 // delivery to be judged by, and the receiver ACKs a segment that fills a
-// hole at once: with no answer within max(2 SRTT, tlp_min_pto) it is sent
+// hole at once: with no answer within answer_wait() it is sent
 // once more — a probe, as the tail loss probe is outside a recovery (RFC
 // 8985 §7 sends none in one) — and the RTO (5 ms here) is left the second
 // loss of the same segment.
@@ -69,7 +69,7 @@ void Tcb::arm_reo_timer(Instant now) {
     if (in_recovery_ && !rack_una_original() && !rack_una_rxt_lost()) {
         // snd.una's retransmission, judged by nothing yet: its probe.
         const RackSent* r = rack_una_rxt();
-        reo_at_ = r && rack_.probed != snd_.una ? r->at + rack_probe_wait() : Instant::never();
+        reo_at_ = r && rack_.probed != snd_.una ? r->at + answer_wait() : Instant::never();
         return;
     }
     const Instant at = now + reo_wnd();
@@ -96,7 +96,7 @@ void Tcb::on_reo_timeout(Instant now, Actions& out) {
             if (n == 0) return;
             ++st_.retrans_sack;
             if (original) high_rxt_ = snd_.una + n;  // NextSeg goes on above it
-        } else if (r && rack_.probed != snd_.una && now - r->at >= rack_probe_wait()) {
+        } else if (r && rack_.probed != snd_.una && now - r->at >= answer_wait()) {
             if (rack_resend_una(r->end, now, out) == 0) return;
             ++st_.tlp_probes;
             ++st_.retrans_probe;
@@ -133,7 +133,7 @@ void Tcb::rack_note_retransmit(SeqNum seq, SeqNum end, Instant now) {
     }
     rack_.sent[rack_.sent_n++] = RackSent{seq, end, snd_.max, now};
     if (seq == snd_.una && reo_at_.is_never() && rack_.probed != snd_.una && rack_timer_usable())
-        reo_at_ = now + rack_probe_wait();
+        reo_at_ = now + answer_wait();
 }
 
 // The cumulative ACK moved in a recovery: the retransmissions it passed
@@ -150,10 +150,6 @@ void Tcb::rack_on_ack() {
     }
     rack_.sent_n = kept;
 }
-
-// How long a retransmission at snd.una waits for any answer before its
-// probe: the receiver ACKs a hole-filling segment at once (RFC 5681 §4.2).
-Duration Tcb::rack_probe_wait() const { return std::max(srtt_ * 2, cfg_.tlp_min_pto); }
 
 // The latest retransmission in this recovery that carried the byte at
 // snd.una, if the log still holds it.

@@ -46,7 +46,7 @@
 // RTO only fires when the probe too drew nothing. Linux's tcp_schedule_loss_probe(),
 // tcp_send_loss_probe() and tcp_process_tlp_ack() are the same design.
 //
-// Two departures from §7, both for a tail lost more than once:
+// Three departures from §7, all for a tail lost more than once:
 // - A probe that draws no ACK at all is followed by a second one, twice the
 //   PTO later, when the RTO is further off (tlp_max_probes; 1 is the RFC).
 //   A receiver sends one ACK for a whole train (ack_hold_segments): when it
@@ -96,6 +96,12 @@ Duration Tcb::probe_timeout() const {
     return std::max(pto, cfg_.tlp_min_pto);
 }
 
+// How long an answer the peer sends at once may take: 2 SRTT, at least
+// tlp_min_pto. A retransmission at snd.una waits this long before its probe
+// (a receiver ACKs a hole-filling segment at once, RFC 5681 §4.2); a D-SACK
+// follows the ACK it belongs with within it.
+Duration Tcb::answer_wait() const { return std::max(srtt_ * 2, cfg_.tlp_min_pto); }
+
 // An RTT sample of a lone segment: the peer held its ACK for `rtt` - min_RTT.
 void Tcb::ack_delay_sample(Duration rtt) {
     const Duration d = std::clamp(rtt - min_rtt_, Duration::zero(), cfg_.tlp_max_ack_delay);
@@ -129,7 +135,7 @@ SackScoreboard::Range Tcb::last_segment() const {
 void Tcb::on_probe(Instant now, Actions& out) {
     pto_at_ = Instant::never();
     const bool again = tlp_.active;
-    if (again ? tlp_.probes >= cfg_.tlp_max_probes || !probe_conditions() : !probe_allowed())
+    if ((again && tlp_.probes >= cfg_.tlp_max_probes) || !probe_conditions())
         return;  // recovery began, or all of it was acknowledged
     // New data when the peer's window takes it (cwnd aside: the probe is what
     // makes the ACK clock run again), else the last segment again.
@@ -207,7 +213,7 @@ void Tcb::tlp_repaired(uint32_t flight, Instant now) {
 // by no more than the gap between the original and the probe), else unjudged.
 void Tcb::tlp_settle(Instant now) {
     if (!tlp_.active || !tlp_.retrans || snd_.una != tlp_.end) return;
-    if (now - tlp_.end_acked_at >= std::max(srtt_ * 2, cfg_.tlp_min_pto)) tlp_repaired(tlp_.flight, now);
+    if (now - tlp_.end_acked_at >= answer_wait()) tlp_repaired(tlp_.flight, now);
     else tlp_.active = false;
 }
 
