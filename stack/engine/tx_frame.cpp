@@ -129,10 +129,9 @@ size_t EngineImpl::payload_spans(const tcp::OutSegment& s, std::array<wire::Byte
 // copied it all through the cache: rx() asks for the lines again.
 //
 // Only where a TX burst is a system call that copies (caps_.tx_syscall:
-// AF_XDP). On memif the pool's cache hands back the mbuf the last burst
-// freed, still warm, and taking one ahead there made the bed's slow mode
-// the usual one: 64 B iodepth 1 ran below 400k RPC/s in 11 of 19 runs
-// against 3 of 19 without, alternated (BENCHMARKS.md, session 37).
+// AF_XDP). Elsewhere (memif, a NIC's DMA) the pool's cache hands back the
+// mbuf the last burst freed, still warm: nothing to hide, and the spare's
+// bookkeeping costs instructions (BENCHMARKS.md, session 37).
 rte_mbuf* EngineImpl::alloc_frame() {
     rte_mempool* mp = dev_->tx_pool();
     if (!caps_.tx_syscall) return rte_pktmbuf_alloc(mp);
