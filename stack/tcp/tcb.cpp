@@ -246,6 +246,15 @@ bool Tcb::check_seq_acceptable(const TcpRepr& seg, uint32_t len) const {
     return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd) || seq_in(seg.seq + (len - 1), rcv_.nxt, rcv_.nxt + wnd);
 }
 
+bool Tcb::zero_window_ack(const TcpRepr& seg, uint32_t len) const {
+    if (rcv_.adv - rcv_.nxt > 0 || len != 0 || !seg.has(ACK) || seg.has(SYN) || seg.has(FIN) || seg.has(RST))
+        return false;
+    // Below RCV.NXT by no more than a buffer's worth (what the peer can have
+    // sent since its SND.UNA), and acknowledging something new we did send.
+    return seg.seq - rcv_.nxt < 0 && rcv_.nxt - seg.seq <= int32_t(cfg_.rcv_buf) && seg.ack - snd_.una > 0 &&
+           seg.ack - snd_.max <= 0;
+}
+
 bool Tcb::challenge_ack(Instant now, Actions& out) {
     // RFC 5961 §7: rate-limit challenge ACKs.
     if (now - chack_window_start_ >= cfg_.challenge_ack_interval) {
@@ -298,6 +307,13 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
             // <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>; in TIME-WAIT a retransmitted
             // FIN also restarts the 2 MSL timer (RFC 9293 §3.10.7.4 eighth).
             if (state_ == State::TimeWait && seg.has(FIN)) state_at_ = now + cfg_.time_wait;
+            // RCV.WND = 0: "special allowance should be made to accept valid
+            // ACKs". A pure ACK below RCV.NXT (the peer's SEQ = its SND.UNA,
+            // sent before our ACK reached it) still acknowledges our data:
+            // taken, so our answer carries a SEQ the peer accepts. Refusing
+            // it too, two ends whose windows closed on data in flight both
+            // ways answer each other's ACKs for ever (session 37).
+            if (zero_window_ack(seg, len)) ack_advanced(seg, now, out);
             send_ack(now, out);
         }
         return;

@@ -505,6 +505,9 @@ private:
 
     // Helpers (tcb.cpp).
     bool check_seq_acceptable(const TcpRepr& seg, uint32_t len) const;
+    // A segment check_seq_acceptable() refused whose ACK is still taken: a
+    // valid pure ACK below RCV.NXT while our window is closed (tcb.cpp).
+    bool zero_window_ack(const TcpRepr& seg, uint32_t len) const;
     bool process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Actions& out);
     void process_sack(const TcpRepr& seg, uint32_t* newly_sacked);
     void update_window(const TcpRepr& seg);

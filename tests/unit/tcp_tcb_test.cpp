@@ -1438,6 +1438,39 @@ TEST_CASE("RFC 9293 §3.10.7.4 first: with RCV.WND = 0 a segment at RCV.NXT stil
     t.expect_sent({{ACK, 4, 4000, "", 0}});
 }
 
+// Both windows closed on data in flight both ways, and the two ACKs crossed:
+// each side's pure ACK carries SEQ = its SND.UNA, which the other has passed.
+// Refused there as out of window, each would be answered by an ACK the other
+// refuses in turn, at the link's round-trip rate, for ever (session 37's CI:
+// ~2.5M frames each way in 123 s, a connection stalled until its user
+// timeout). The ACK field of such a segment is valid and is taken.
+TEST_CASE("RFC 9293 §3.10.7.4 first: with RCV.WND = 0 a pure ACK below RCV.NXT still delivers a valid ACK (no ACK loop)",
+          "[tcp][window]") {
+    Config c = TcbFixture::default_config();
+    c.rcv_buf = 4000;
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send("ping") == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK | PSH, 0, 0, "ping"}});
+    t.recv(t.seg(ACK, 0, 0), std::string(4000, 'x'));  // fills our window, "ping" unacknowledged
+    t.expect_sent({{ACK, 4, 4000, "", 0}});
+    CHECK(t.take_readable().size() == 4000);
+    // The peer's ACK of "ping", sent before ours reached it: SEQ 0, below RCV.NXT.
+    t.recv(t.seg(ACK, 0, 4, 0));
+    CHECK(t.tcb->stats().snd_una == kIss + 1 + 4);
+    CHECK(t.has_event(EventKind::Acked));
+    CHECK(t.tcb->stats().drop_not_acceptable == 1);
+    // Still answered (the peer must learn RCV.NXT), now at a SEQ it accepts.
+    t.expect_sent({{ACK, 4, 4000, "", 0}});
+    // An ACK of data never sent, or one that acknowledges nothing new, is
+    // taken from nowhere: only answered.
+    t.recv(t.seg(ACK, 0, 9, 0));
+    CHECK(t.tcb->stats().snd_una == kIss + 1 + 4);
+    CHECK(t.tcb->stats().drop_not_acceptable == 2);
+    t.expect_sent({{ACK, 4, 4000, "", 0}});
+}
+
 TEST_CASE("an ACK's SEQ stays inside the peer's window once it closed on data in flight (Linux tcp_acceptable_seq)",
           "[tcp][window]") {
     TcbFixture t;
