@@ -240,7 +240,8 @@ bool Tcb::check_seq_acceptable(const TcpRepr& seg, uint32_t len) const {
     // text (as Linux's tcp_sequence() does). Without this, a peer that
     // piggybacks its ACKs on data while our window is closed could never
     // drain our send queue, and an echo-style app that only reads once it
-    // can write would deadlock both ends.
+    // can write would deadlock both ends. A pure ACK below RCV.NXT is still
+    // refused here, but its ACK is taken all the same (zero_window_ack()).
     if (wnd == 0) return seg.seq == rcv_.nxt;
     if (len == 0) return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd);
     return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd) || seq_in(seg.seq + (len - 1), rcv_.nxt, rcv_.nxt + wnd);
@@ -313,7 +314,7 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
             // taken, so our answer carries a SEQ the peer accepts. Refusing
             // it too, two ends whose windows closed on data in flight both
             // ways answer each other's ACKs for ever (session 37).
-            if (zero_window_ack(seg, len)) ack_advanced(seg, now, out);
+            if (zero_window_ack(seg, len)) process_ack(seg, 0, now, out);
             send_ack(now, out);
         }
         return;

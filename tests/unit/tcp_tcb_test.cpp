@@ -1411,18 +1411,31 @@ TEST_CASE("RFC 1122 §4.2.2.17 zero-window probing gives up on a silent peer", "
 // ---------------------------------------------------------------------------
 // zero windows on both sides: the crescent <-> crescent echo deadlock, piece by piece
 
-TEST_CASE("RFC 9293 §3.10.7.4 first: with RCV.WND = 0 a segment at RCV.NXT still delivers its ACK",
-          "[tcp][window]") {
-    Config c = TcbFixture::default_config();
-    c.rcv_buf = 4000;
-    TcbFixture t(c);
+namespace {
+
+// Our window (4000 B) filled by the peer while our "ping" is still unacknowledged.
+void close_window_on_unacked_ping(TcbFixture& t) {
     t.to_established();
     REQUIRE(t.send("ping") == SendResult::Ok);
     t.flush();
     t.expect_sent({{ACK | PSH, 0, 0, "ping"}});
-    t.recv(t.seg(ACK, 0, 0), std::string(4000, 'x'));  // fills our window, "ping" still unacknowledged
+    t.recv(t.seg(ACK, 0, 0), std::string(4000, 'x'));
     t.expect_sent({{ACK, 4, 4000, "", 0}});
     CHECK(t.take_readable().size() == 4000);
+}
+
+Config rcv_buf_4000() {
+    Config c = TcbFixture::default_config();
+    c.rcv_buf = 4000;
+    return c;
+}
+
+} // namespace
+
+TEST_CASE("RFC 9293 §3.10.7.4 first: with RCV.WND = 0 a segment at RCV.NXT still delivers its ACK",
+          "[tcp][window]") {
+    TcbFixture t(rcv_buf_4000());
+    close_window_on_unacked_ping(t);
     // The peer's next data segment also acknowledges "ping": the text cannot
     // be taken, the acknowledgment must be.
     t.recv(t.seg(ACK | PSH, 4000, 4), "more");
@@ -1446,16 +1459,8 @@ TEST_CASE("RFC 9293 §3.10.7.4 first: with RCV.WND = 0 a segment at RCV.NXT stil
 // timeout). The ACK field of such a segment is valid and is taken.
 TEST_CASE("RFC 9293 §3.10.7.4 first: with RCV.WND = 0 a pure ACK below RCV.NXT still delivers a valid ACK (no ACK loop)",
           "[tcp][window]") {
-    Config c = TcbFixture::default_config();
-    c.rcv_buf = 4000;
-    TcbFixture t(c);
-    t.to_established();
-    REQUIRE(t.send("ping") == SendResult::Ok);
-    t.flush();
-    t.expect_sent({{ACK | PSH, 0, 0, "ping"}});
-    t.recv(t.seg(ACK, 0, 0), std::string(4000, 'x'));  // fills our window, "ping" unacknowledged
-    t.expect_sent({{ACK, 4, 4000, "", 0}});
-    CHECK(t.take_readable().size() == 4000);
+    TcbFixture t(rcv_buf_4000());
+    close_window_on_unacked_ping(t);
     // The peer's ACK of "ping", sent before ours reached it: SEQ 0, below RCV.NXT.
     t.recv(t.seg(ACK, 0, 4, 0));
     CHECK(t.tcb->stats().snd_una == kIss + 1 + 4);
