@@ -272,6 +272,13 @@ bool Tcb::challenge_ack(Instant now, Actions& out) {
     return true;
 }
 
+void Tcb::answer_unacceptable(const TcpRepr& seg, uint32_t seg_len, Instant now, Actions& out) {
+    if (oow_.allow(seg, seg_len, rcv_.nxt, now, cfg_.oow_ack_interval))
+        send_ack(now, out);
+    else
+        ++st_.oow_acks_suppressed;
+}
+
 // RFC 9293 §3.10.7.4 "Otherwise" (SYN-RECEIVED and every later state).
 void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, Instant now, Actions& out) {
     uint32_t len = uint32_t(payload.size());
@@ -295,7 +302,7 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
             const SeqNum end = seg.seq + len - rcv_.nxt > 0 ? rcv_.nxt : seg.seq + len;
             note_duplicate(seg.seq, end);
         }
-        send_ack(now, out);
+        answer_unacceptable(seg, seg_len, now, out);
         return;
     }
 
@@ -315,7 +322,7 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
             // it too, two ends whose windows closed on data in flight both
             // ways answer each other's ACKs for ever (session 37).
             if (zero_window_ack(seg, len)) process_ack(seg, 0, now, out);
-            send_ack(now, out);
+            answer_unacceptable(seg, seg_len, now, out);
         }
         return;
     }
@@ -374,7 +381,7 @@ void Tcb::synchronized_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload
     // RFC 5961 §5.2 ACK validity: (SND.UNA - MAX.SND.WND) =< SEG.ACK =< SND.NXT.
     if (seg.ack - snd_.max > 0) {
         ++st_.drop_bad_ack;
-        send_ack(now, out);
+        answer_unacceptable(seg, seg_len, now, out);
         return;
     }
     if (seg.ack - (snd_.una - std::max<uint32_t>(snd_.max_wnd, 1)) < 0) {

@@ -41,6 +41,7 @@
 #include <crescent/zbuf.hpp>
 
 #include "stack/tcp/cc.hpp"
+#include "stack/tcp/oow_limit.hpp"
 #include "stack/tcp/reassembly.hpp"
 #include "stack/tcp/range_set.hpp"
 #include "stack/tcp/scoreboard.hpp"
@@ -199,6 +200,9 @@ struct Config {
     // RFC 5961 §7: at most this many challenge ACKs per interval per connection.
     uint32_t challenge_ack_limit = 10;
     Duration challenge_ack_interval = std::chrono::seconds(1);
+    // At most one answer per interval to unacceptable pure segments (ACK
+    // loops; Linux's tcp_invalid_ratelimit, oow_limit.hpp).
+    Duration oow_ack_interval = std::chrono::milliseconds(500);
     // Persist timer (zero-window probes) backoff ceiling.
     Duration max_persist = std::chrono::seconds(60);
 };
@@ -360,6 +364,7 @@ struct Stats {
     uint64_t zero_window_sent = 0;                // we advertised zero window
     uint64_t keepalive_probes = 0;
     uint64_t challenge_acks = 0, challenge_acks_suppressed = 0;
+    uint64_t oow_acks_suppressed = 0;             // answers to unacceptable pure segments not sent (oow_limit.hpp)
     uint64_t delayed_acks = 0;                    // ACKs sent by the delayed-ACK timer
     uint64_t dsacks_sent = 0;                     // RFC 2883 duplicate reports
     uint64_t fast_path = 0;                       // segments handled by the fast path
@@ -522,6 +527,9 @@ private:
     void send_ack(Instant now, Actions& out);
     void send_rst(SeqNum seq, Actions& out);
     bool challenge_ack(Instant now, Actions& out);
+    // <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK> for a segment refused by PAWS, the
+    // sequence test or an ACK of unsent data, unless the ACK-loop limit holds it back.
+    void answer_unacceptable(const TcpRepr& seg, uint32_t seg_len, Instant now, Actions& out);
     void send_syn(bool with_ack, Instant now, Actions& out);
     uint32_t emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant now, Actions& out);
     void output(Instant now, Actions& out);
@@ -771,6 +779,7 @@ private:
     // RFC 5961 §7 rate limit.
     Instant chack_window_start_;
     uint32_t chack_count_ = 0;
+    OowLimiter oow_;
 
     Stats st_;
 };

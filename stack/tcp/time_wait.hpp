@@ -36,12 +36,16 @@ public:
 
 private:
     void send_ack(Instant now, Actions& out) const;
+    // send_ack() for a refused segment, under the ACK-loop limit (oow_limit.hpp).
+    void answer_unacceptable(const TcpRepr& seg, uint32_t seg_len, Instant now, Actions& out);
 
     ConnId id_;
     Endpoints ep_;
     SeqNum snd_nxt_;          // SEQ of our ACKs (everything we sent is acknowledged)
     SeqNum rcv_nxt_;          // after the peer's FIN
     Duration time_wait_;      // 2*MSL
+    Duration oow_interval_;
+    OowLimiter oow_;
     Instant expires_;
     Instant ts_recent_age_;
     uint32_t ts_recent_ = 0;

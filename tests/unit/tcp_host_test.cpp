@@ -622,6 +622,21 @@ TEST_CASE("TIME-WAIT as a compact record: re-ACKs a retransmitted FIN and restar
     CHECK(out.readable.empty());
     out.clear();
 
+    // A pure ACK below RCV.NXT (a stale one, or the answer of a peer that
+    // refuses ours): answered at most once per 500 ms (oow_limit.hpp), where
+    // data is answered every time. The FIN's ACK above was for a segment
+    // with a FIN, the data's for data: the interval starts here.
+    TcpRepr stale = *fin;
+    stale.flags = ACK;
+    stale.seq = fin->seq - 100;  // (RCV.NXT - 1 would be a keep-alive probe: always answered)
+    p.a.on_segment(kB, kA, 0, stale, Slice(), p.now, out);
+    CHECK(out.segments.size() == 1);
+    p.a.on_segment(kB, kA, 0, stale, Slice(), p.now + 100ms, out);
+    CHECK(out.segments.size() == 1);
+    p.a.on_segment(kB, kA, 0, data, p.arena.arena().alloc_slice(3), p.now + 100ms, out);
+    CHECK(out.segments.size() == 2);
+    out.clear();
+
     // The first 2*MSL would have ended at entered + 1 s; the restart holds it
     // until entered + 1.6 s.
     Actions timers;

@@ -1469,11 +1469,66 @@ TEST_CASE("RFC 9293 §3.10.7.4 first: with RCV.WND = 0 a pure ACK below RCV.NXT 
     // Still answered (the peer must learn RCV.NXT), now at a SEQ it accepts.
     t.expect_sent({{ACK, 4, 4000, "", 0}});
     // An ACK of data never sent, or one that acknowledges nothing new, is
-    // taken from nowhere: only answered.
+    // taken from nowhere — and, a pure segment refused within 500 ms of the
+    // last one answered, not answered either (oow_limit.hpp).
     t.recv(t.seg(ACK, 0, 9, 0));
     CHECK(t.tcb->stats().snd_una == kIss + 1 + 4);
     CHECK(t.tcb->stats().drop_not_acceptable == 2);
+    CHECK(t.tcb->stats().oow_acks_suppressed == 1);
+    t.expect_nothing();
+    t.advance(500ms);
+    t.recv(t.seg(ACK, 0, 9, 0));
+    CHECK(t.tcb->stats().snd_una == kIss + 1 + 4);
     t.expect_sent({{ACK, 4, 4000, "", 0}});
+}
+
+// Two ends that refuse each other's segments answer each answer: an ACK
+// loop at the link's round-trip rate. Linux (tcp_oow_rate_limited) answers
+// a refused pure segment at most once per 500 ms; data and probes always.
+TEST_CASE("ACK loops: a refused pure segment is answered at most once per 500 ms; data and probes always are",
+          "[tcp][ackloop]") {
+    TcbFixture t;
+    t.to_established();
+    t.recv(t.seg(ACK | PSH, 0, 0), "hello");
+    CHECK(t.take_readable() == "hello");
+    t.clear();
+
+    // An ACK of data never sent (RFC 5961 §5.2): answered once...
+    t.recv(t.seg(ACK, 5, 100));
+    t.expect_sent({{ACK, 0, 5}});
+    CHECK(t.tcb->stats().drop_bad_ack == 1);
+    // ...then, were the peer to answer our answer with the same, held back.
+    t.recv(t.seg(ACK, 5, 100));
+    t.expect_nothing();
+    // So is any other refused pure segment in the interval: beyond the window,
+    // below RCV.NXT.
+    t.recv(t.seg(ACK, 5 + 1'000'000, 0));
+    t.expect_nothing();
+    t.recv(t.seg(ACK, 2, 0));
+    t.expect_nothing();
+    CHECK(t.tcb->stats().oow_acks_suppressed == 3);
+
+    // Data is always answered: "hello" again is reported as a duplicate each time.
+    for (int i = 0; i < 3; ++i) {
+        t.recv(t.seg(ACK | PSH, 0, 0), "hello");
+        t.expect_sent({{ACK, 0, 5}});
+    }
+    CHECK(t.tcb->stats().oow_acks_suppressed == 3);
+    // So is a probe (SEQ = RCV.NXT - 1, no text): the prober waits for its answer.
+    for (int i = 0; i < 3; ++i) {
+        t.recv(t.seg(ACK, 4, 0));
+        t.expect_sent({{ACK, 0, 5}});
+    }
+
+    // 500 ms after the last answer to a pure segment, the next is answered.
+    t.advance(499ms);
+    t.recv(t.seg(ACK, 2, 0));
+    t.expect_nothing();
+    t.advance(1ms);
+    t.recv(t.seg(ACK, 2, 0));
+    t.expect_sent({{ACK, 0, 5}});
+    CHECK(t.tcb->stats().oow_acks_suppressed == 4);
+    CHECK(t.tcb->state() == State::Established);
 }
 
 TEST_CASE("an ACK's SEQ stays inside the peer's window once it closed on data in flight (Linux tcp_acceptable_seq)",
