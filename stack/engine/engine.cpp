@@ -66,8 +66,12 @@ EngineImpl::EngineImpl(const EngineParams& p)
     txq_.reserve(1024);
     act_.segments.reserve(64);
     app_act_.segments.reserve(64);
-    if (rte_mempool* pool = dev_->tx_pool())
+    if (rte_mempool* pool = dev_->tx_pool()) {
         frame_room_ = uint16_t(rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM);
+        // rte_pktmbuf_init's layout: the data room follows the mbuf and its
+        // private area, and a reset mbuf's data starts RTE_PKTMBUF_HEADROOM in.
+        tx_data_at_ = uint32_t(sizeof(rte_mbuf) + rte_pktmbuf_priv_size(pool) + RTE_PKTMBUF_HEADROOM);
+    }
     if (caps_.multi_segs) {
         // Enough for a full TX ring plus the backlog at a few views per
         // segment; running dry only falls back to copying.
@@ -95,6 +99,7 @@ EngineImpl::EngineImpl(const EngineParams& p)
 EngineImpl::~EngineImpl() {
     if (arena_ && p_.cfg.max_memory != 0) arena_->set_core_limit(p_.core, 0);
     for (rte_mbuf* m : txq_) rte_pktmbuf_free(m);
+    if (tx_spare_) rte_mbuf_raw_free(tx_spare_);
     for (auto& pf : pending_) rte_pktmbuf_free(pf.m);
     // Frames the device still holds point into the pools; freeing them under
     // those would be a use-after-free at their TX completion, so pools still

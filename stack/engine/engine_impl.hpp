@@ -250,6 +250,20 @@ private:
     rte_mbuf* build_copy(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
                          uint32_t payload_len);
     void set_tx_offload(rte_mbuf* m, size_t tcp_len, uint16_t tso_segsz);
+    // A frame's first mbuf (reset, as rte_pktmbuf_alloc gives it), taken from
+    // the device's pool one frame ahead of its use (tx_spare_); nullptr when
+    // the pool is dry. tx_frame.cpp.
+    rte_mbuf* alloc_frame();
+    // Asks for tx_spare_'s header and first data lines (alloc_frame; again at
+    // each RX burst, since a TX burst since then may have evicted them).
+    void prefetch_spare() const {
+        if (tx_spare_ == nullptr) return;
+        const auto* h = reinterpret_cast<const char*>(tx_spare_);
+        rte_prefetch0(h);
+        rte_prefetch0(h + RTE_CACHE_LINE_SIZE);
+        rte_prefetch0_write(h + tx_data_at_);
+        rte_prefetch0_write(h + tx_data_at_ + RTE_CACHE_LINE_SIZE);
+    }
     // Segments the device takes per frame of this kind (0: no limit).
     uint16_t max_segs(const tcp::OutSegment& s) const;
     // The payload views as spans for checksumming; returns how many.
@@ -325,6 +339,8 @@ private:
     uint32_t port_cursor_ = 0;
     uint16_t ip_ident_ = 0;
     uint16_t frame_room_ = 0;          // bytes one TX mbuf can hold
+    rte_mbuf* tx_spare_ = nullptr;     // the next frame's mbuf, raw, its lines prefetched (alloc_frame)
+    uint32_t tx_data_at_ = 0;          // a reset TX mbuf's data, in bytes from its start
     // Payloads up to this many bytes are copied behind the headers even on
     // devices that take chains (a cache line or two is cheaper to copy than
     // an extra mbuf, an obj reference and a TX descriptor).

@@ -36,6 +36,7 @@ void EngineImpl::rx(Instant now, uint16_t n) {
         zero_copy = pool_roomy_;
         if (!zero_copy) ++st_.rx_copy_pressure;
     }
+    prefetch_spare();  // the reply's frame: its lines arrive while the burst is parsed
     const bool early_flush = p_.cfg.mode == DispatchMode::Inline && burst_flush_after_ != Duration::max();
     Instant since = now;  // output made since then has not been sent
     for (uint16_t i = 0; i < n; ++i) {

@@ -117,6 +117,34 @@ size_t EngineImpl::payload_spans(const tcp::OutSegment& s, std::array<wire::Byte
     return views.size();
 }
 
+// The mbuf of each frame is taken from the pool one frame before it is
+// built, and its header and first data lines are prefetched then, so their
+// cache misses overlap the previous frame's work instead of stalling this
+// one's. On AF_XDP the pool is the UMEM, which the kernel's copies sweep
+// through, and with hundreds of frames in flight the pool's cache hands back
+// lines long evicted: the first read of the header in rte_pktmbuf_reset took
+// 92 % of build_copy's samples (perf on the sending CPU, veth stream of 64 KiB
+// messages at iodepth 16), build_copy 7.3 % of that CPU. A frame that ends a
+// TX burst leaves its spare to the next one, after the burst's sendto() has
+// copied it all through the cache: rx() asks for the lines again.
+//
+// Only where a TX burst is a system call that copies (caps_.tx_syscall:
+// AF_XDP). Elsewhere (memif, a NIC's DMA) the pool's cache hands back the
+// mbuf the last burst freed, still warm: nothing to hide, and the spare's
+// bookkeeping costs instructions (BENCHMARKS.md, session 37).
+rte_mbuf* EngineImpl::alloc_frame() {
+    rte_mempool* mp = dev_->tx_pool();
+    if (!caps_.tx_syscall) return rte_pktmbuf_alloc(mp);
+    rte_mbuf* m = tx_spare_;
+    if (m != nullptr)
+        rte_pktmbuf_reset(m);  // the rest of what rte_pktmbuf_alloc does after the get
+    else
+        m = rte_pktmbuf_alloc(mp);  // the first frame, or the pool was dry at the last one
+    tx_spare_ = rte_mbuf_raw_alloc(mp);
+    prefetch_spare();
+    return m;
+}
+
 rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& dst_mac, size_t tcp_len,
                                  uint32_t payload_len) {
     const size_t hdr_len = wire::kEthHeaderLen + wire::kIpv4HeaderLen + tcp_len;
@@ -126,7 +154,7 @@ rte_mbuf* EngineImpl::build_copy(const tcp::OutSegment& s, const wire::MacAddr& 
         ++st_.tx_too_large;
         return nullptr;
     }
-    rte_mbuf* m = rte_pktmbuf_alloc(dev_->tx_pool());
+    rte_mbuf* m = alloc_frame();
     if (!m) {
         ++st_.tx_no_mbuf;
         warn(Warn::TxNoMbuf);
@@ -205,7 +233,7 @@ rte_mbuf* EngineImpl::build_chain(const tcp::OutSegment& s, const wire::MacAddr&
         else
             body[nbody++] = wire::Bytes(at, len);
     };
-    rte_mbuf* head = rte_pktmbuf_alloc(dev_->tx_pool());
+    rte_mbuf* head = alloc_frame();
     if (!head) return nullptr;
     head->data_len = uint16_t(hdr_len);
     rte_mbuf* tail = head;  // the last segment; direct ones may take copies

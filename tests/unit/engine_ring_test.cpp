@@ -261,6 +261,7 @@ struct Result {
 enum class Caps {
     ByHand,       // fixed capabilities: software checksums, MULTI_SEGS on
     ByHandCopy,   // the same with MULTI_SEGS off (the engine copies every segment)
+    ByHandCopySyscall, // ByHandCopy as AF_XDP: each TX burst a system call (frames taken one ahead)
     SoftTso,      // ByHand behind SoftTsoDevice: checksum offload and TSO
     SoftTso3Segs, // the same, with at most 3 segments per frame
     FromPort,     // EthdevDevice::query_caps of the ring port; test-only: MULTI_SEGS
@@ -276,7 +277,8 @@ Result run_echo(int id, DispatchMode mode, unsigned conns, uint64_t bytes_per_co
     REQUIRE(rp.ok);
     engine::DeviceCaps caps;  // ring PMD: no checksum offload; software checksums
     caps.mtu = 1500;
-    caps.multi_segs = how != Caps::ByHandCopy;
+    caps.multi_segs = how != Caps::ByHandCopy && how != Caps::ByHandCopySyscall;
+    caps.tx_syscall = how == Caps::ByHandCopySyscall;
     if (how == Caps::FromPort) {
         caps = EthdevDevice::query_caps(rp.a);
         res.port_multi_segs = caps.multi_segs;
@@ -550,6 +552,27 @@ TEST_CASE("engine: devices without MULTI_SEGS get one copied frame per segment",
         CHECK(s->rx_linearized == 0);
     }
     CHECK(env().arena->stats().live_total() == live_before);
+}
+
+// On AF_XDP (DeviceCaps::tx_syscall) each frame's mbuf is taken from the pool
+// one frame before it is built (EngineImpl::alloc_frame): every frame must
+// still be the segment's, byte for byte, and the spare an engine holds when
+// it goes must be given back.
+TEST_CASE("engine: frames taken one ahead (AF_XDP's TX) carry every byte and give every mbuf back",
+          "[engine][ring]") {
+    REQUIRE(env().ok);
+    zbuf::CoreScope core(0);
+    const uint64_t live_before = env().arena->stats().live_total();
+    const unsigned mbufs_before = rte_mempool_avail_count(env().pool);
+    Result r = run_echo(18, DispatchMode::Inline, 3, 512u << 10, Caps::ByHandCopySyscall, 3000);
+    check(r, 3);
+    for (const EngineStats* s : {&r.sa, &r.sb}) {
+        CHECK(s->tx_zero_copy_segments == 0);
+        CHECK(s->tx_copied_segments > 0);
+        CHECK(s->tx_no_mbuf == 0);
+    }
+    CHECK(env().arena->stats().live_total() == live_before);
+    CHECK(rte_mempool_avail_count(env().pool) == mbufs_before);
 }
 
 TEST_CASE("engine: small messages 1 byte .. 64 KiB, inline", "[engine][ring]") {
