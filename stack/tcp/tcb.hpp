@@ -514,7 +514,8 @@ private:
     // valid pure ACK below RCV.NXT while our window is closed (tcb.cpp).
     bool zero_window_ack(const TcpRepr& seg, uint32_t len) const;
     bool process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Actions& out);
-    void process_sack(const TcpRepr& seg, uint32_t* newly_sacked);
+    // Takes the ACK's SACK blocks into the scoreboard; true when the first is a D-SACK.
+    bool process_sack(const TcpRepr& seg, uint32_t* newly_sacked);
     void update_window(const TcpRepr& seg);
     void detect_loss(Instant now, Actions& out);
     void deliver(Slice payload, Actions& out);

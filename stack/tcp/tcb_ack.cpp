@@ -19,7 +19,8 @@ using namespace detail;
 bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Actions& out) {
     if (seg.has(ECE) && ecn_ok_) ++st_.ecn_ece_received;
     uint32_t newly_sacked = 0;
-    if (sack_ok_ && seg.opts.sack_count > 0) process_sack(seg, &newly_sacked);
+    bool dsack = false;
+    if (sack_ok_ && seg.opts.sack_count > 0) dsack = process_sack(seg, &newly_sacked);
 
     if (seg.ack - snd_.una > 0) {
         ack_advanced(seg, now, out);
@@ -41,9 +42,16 @@ bool Tcb::process_ack(const TcpRepr& seg, uint32_t payload_len, Instant now, Act
     // unchanged. RFC 6675 §2 redefines it for SACK: any ACK that SACKs octets
     // not SACKed before — also one that carries data, as every ACK does when
     // both ends send (an echo, pipelined RPCs): else their SACKs never start
-    // a recovery and each loss waits for the RTO.
+    // a recovery and each loss waits for the RTO. An ACK whose only news is a
+    // D-SACK reports a segment that arrived twice, not one that went missing
+    // (RFC 2883 §4; Linux counts SACKed segments, which a D-SACK does not
+    // add to): counted, it made every spurious retransmission the cause of
+    // the next — a tail-loss probe's D-SACK, at early retransmit's threshold
+    // of one, retransmitted the next flight's first segment, whose D-SACK
+    // did the same (memif 64 B at iodepth 16: half the bytes sent were
+    // retransmissions, every recovery undone; BENCHMARKS.md, session 39).
     bool dup = seg.ack == snd_.una && !seg.has(SYN) && snd_.max - snd_.una > 0 &&
-               (newly_sacked > 0 || (payload_len == 0 && !seg.has(FIN) && snd_.wnd == old_wnd));
+               (newly_sacked > 0 || (payload_len == 0 && !dsack && !seg.has(FIN) && snd_.wnd == old_wnd));
     if (!dup) return true;
     ++dupacks_;
     ++st_.dupacks;
@@ -85,7 +93,7 @@ void Tcb::fast_retransmit(Instant now, Actions& out) {
     arm_rto(now);
 }
 
-void Tcb::process_sack(const TcpRepr& seg, uint32_t* newly_sacked) {
+bool Tcb::process_sack(const TcpRepr& seg, uint32_t* newly_sacked) {
     const size_t n = std::min<size_t>(seg.opts.sack_count, wire::kMaxSackBlocks);
     const auto blocks = std::span<const SackBlock>(seg.opts.sack.data(), n);
     const SeqNum ack = seg.ack - snd_.una > 0 ? seg.ack : snd_.una;
@@ -97,6 +105,7 @@ void Tcb::process_sack(const TcpRepr& seg, uint32_t* newly_sacked) {
         undo_on_dsack(seg.opts.sack[0]);
         if (tlp_.active) tlp_on_dsack(seg.opts.sack[0]);
     }
+    return u.dsack;
 }
 
 void Tcb::update_window(const TcpRepr& seg) {

@@ -314,3 +314,30 @@ TEST_CASE("RFC 8985 §6: a retransmission of snd.una is lost once one sent after
     CHECK(p.t.tcb->stats().rack_losses == 1);
     CHECK(p.t.tcb->stats().rto_events == 0);
 }
+
+TEST_CASE("RFC 2883 §4: an ACK whose only news is a D-SACK is not a duplicate ACK, even at early retransmit's "
+          "threshold of one",
+          "[tcp][recovery][sack]") {
+    Config c = SackPeer::config(false);
+    c.early_retransmit = true;  // as the engine runs it (the fixture's default is off)
+    SackPeer p(c);
+    p.send_segments(1);  // [0, 1000)
+    p.ack(1000);
+    // The next message: two segments, nothing left to send, so RFC 5827's
+    // early retransmit starts a recovery at one duplicate ACK.
+    p.send_segments(2);  // [1000, 3000)
+    p.t.clear();
+    // The peer got [0, 1000) a second time (a tail-loss probe that was not
+    // needed) and says so: a pure ACK at snd.una with a D-SACK below it.
+    p.ack(1000, {{0, 1000}});
+    INFO(sent(p.t));
+    CHECK(p.t.tcb->stats().dupacks == 0);
+    CHECK(p.t.tcb->stats().fast_recoveries == 0);
+    CHECK_FALSE(p.sent_seq(1000));
+    // A pure duplicate ACK without it still counts (RFC 5681 §2), and at this
+    // threshold starts the recovery: the line above is the D-SACK's doing.
+    p.ack(1000);
+    CHECK(p.t.tcb->stats().dupacks == 1);
+    CHECK(p.t.tcb->stats().fast_recoveries == 1);
+    CHECK(p.sent_seq(1000));
+}
