@@ -60,23 +60,9 @@ IP_A, IP_B = "10.77.0.1", "10.77.0.2"
 CLIENT_LO, CLIENT_HI = 61440, 65535
 ECHO = MIXED = None
 
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
-    print(f"ok: {what}", flush=True)
-
-
-def sh(*args, ns=None, check_rc=True, timeout=TIMEOUT):
-    cmd = (["ip", "netns", "exec", ns] if ns else []) + [str(a) for a in args]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if check_rc and r.returncode != 0:
-        raise Fail(f"{' '.join(cmd)} -> {r.returncode}: {r.stderr.strip()}")
-    return r
+sys.path.insert(0, HERE)
+import nslib  # noqa: E402
+from nslib import Fail, check, sh  # noqa: E402
 
 
 # ---- namespaces -----------------------------------------------------------------
@@ -190,48 +176,13 @@ class Bed:
         return t
 
 
-class Crescent:
-    """A crescent example in namespace A; stderr collected line by line."""
+class Crescent(nslib.Proc):
+    """A crescent example in namespace A (nslib.Proc), stopped with the bed."""
 
     def __init__(self, bed, argv, tag):
+        super().__init__(bed.a, argv, "crescent" + (f" ({tag})" if tag else ""))
         self.bed = bed
-        self.lines = []
-        cmd = ["ip", "netns", "exec", bed.a] + argv
-        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         bed.procs.append(self.p)
-        self.t = threading.Thread(target=self._read, daemon=True)
-        self.t.start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def output(self):
-        return "\n".join(self.lines)
-
-    def wait_for(self, pattern, timeout=TIMEOUT):
-        rx = re.compile(pattern)
-        end = time.time() + timeout
-        while time.time() < end:
-            if any(rx.search(l) for l in self.lines):
-                return True
-            if self.p.poll() is not None:
-                time.sleep(0.2)
-                return any(rx.search(l) for l in self.lines)
-            time.sleep(0.05)
-        return False
-
-    def stop(self, sig=signal.SIGTERM, timeout=TIMEOUT):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = self.p.wait(5)
-            raise Fail(f"crescent did not exit within {timeout}s of signal {sig}:\n{self.output()}")
-        self.t.join(5)
-        return rc
 
 
 def echo_args(bed, extra=()):

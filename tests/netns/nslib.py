@@ -91,16 +91,17 @@ class Proc:
             time.sleep(0.05)
         return False
 
-    def stop(self, timeout=TIMEOUT):
-        """SIGTERM, then its exit status; Fail (after SIGKILL) if it outlives `timeout` s."""
+    def stop(self, sig=signal.SIGTERM, timeout=TIMEOUT):
+        """`sig` (SIGTERM), then its exit status; Fail (after SIGKILL) if it outlives `timeout` s."""
         if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
+            self.p.send_signal(sig)
         try:
             rc = self.p.wait(timeout)
         except subprocess.TimeoutExpired:
             self.p.kill()
             self.p.wait(5)
-            raise Fail(f"{self.name} did not exit within {timeout}s of SIGTERM:\n{self.output()[-3000:]}")
+            raise Fail(f"{self.name} did not exit within {timeout}s of {signal.Signals(sig).name}:\n"
+                       f"{self.output()[-3000:]}")
         self.t.join(5)
         return rc
 
