@@ -52,17 +52,13 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-SKIP = 77
 TIMEOUT = 20
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTBED = os.path.join(HERE, "..", "..", "tools", "testbed")
-IP_A, IP_B = "10.77.0.1", "10.77.0.2"
 CLIENT_LO, CLIENT_HI = 61440, 65535
 ECHO = MIXED = None
 
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nslib  # noqa: E402
-from nslib import Fail, check, sh  # noqa: E402
+from nslib import IP_A, IP_B, SKIP, TESTBED, Fail, check, sh  # noqa: E402
 
 
 # ---- namespaces -----------------------------------------------------------------
@@ -165,9 +161,9 @@ class Bed:
                 pass
         return False
 
-    def spawn(self, name, tag=""):
+    def spawn(self, argv):
         self.procs = [p for p in self.procs if p.poll() is None]
-        return Crescent(self, name, tag)
+        return Crescent(self, argv)
 
     def thread(self, fn):
         t = threading.Thread(target=fn, daemon=True)
@@ -179,9 +175,8 @@ class Bed:
 class Crescent(nslib.Proc):
     """A crescent example in namespace A (nslib.Proc), stopped with the bed."""
 
-    def __init__(self, bed, argv, tag):
-        super().__init__(bed.a, argv, "crescent" + (f" ({tag})" if tag else ""))
-        self.bed = bed
+    def __init__(self, bed, argv):
+        super().__init__(bed.a, argv, "crescent")
         bed.procs.append(self.p)
 
 
