@@ -256,7 +256,8 @@ private:
                      "conn :%u: srtt=%lldus rto=%lldus cwnd=%u ssthresh=%u segs_out=%llu retrans(rto/fast/sack)=%llu/%llu/%llu "
                      "bytes_retransmitted=%llu fast_recoveries=%llu dupacks=%llu ooo_in=%llu "
                      "drops(window/paws/room/all)=%llu/%llu/%llu/%llu dsacks=%llu rescue=%llu undone(recovery/rto)=%llu/%llu "
-                     "reordering=%u tlp(probes/recovered)=%llu/%llu rack_losses=%llu\n",
+                     "reordering=%u tlp(probes/recovered)=%llu/%llu rack_losses=%llu "
+                     "negotiated(ts/sack/ecn)=%d/%d/%d wscale(snd/rcv)=%u/%u ecn(ce_in/ece_in)=%llu/%llu\n",
                      c.local().port, (long long)(x.srtt.count() / 1000), (long long)(x.rto.count() / 1000), x.cwnd,
                      x.ssthresh, (unsigned long long)x.segs_out, (unsigned long long)x.retrans_timeout,
                      (unsigned long long)x.retrans_fast, (unsigned long long)x.retrans_sack,
@@ -266,7 +267,9 @@ private:
                      (unsigned long long)x.drop_no_room, (unsigned long long)x.drops, (unsigned long long)x.dsacks_sent,
                      (unsigned long long)x.retrans_rescue, (unsigned long long)x.undo_recoveries,
                      (unsigned long long)x.undo_rtos, x.reordering, (unsigned long long)x.tlp_probes,
-                     (unsigned long long)x.tlp_recoveries, (unsigned long long)x.rack_losses);
+                     (unsigned long long)x.tlp_recoveries, (unsigned long long)x.rack_losses, int(x.ts_ok),
+                     int(x.sack_ok), int(x.ecn_ok), unsigned(x.snd_wscale), unsigned(x.rcv_wscale),
+                     (unsigned long long)x.ecn_ce_received, (unsigned long long)x.ecn_ece_received);
     }
     uint64_t total_;
     bool conn_stats_;

@@ -286,6 +286,9 @@ int cmd_ss(const std::string& target, const std::string& filters) {
         if (!m["undone"].empty() && m["undone"] != "0") extra += " undone:" + m["undone"];
         if (!m["tlp_probes"].empty() && m["tlp_probes"] != "0") extra += " tlp_probes:" + m["tlp_probes"];
         if (!m["rack_losses"].empty() && m["rack_losses"] != "0") extra += " rack_losses:" + m["rack_losses"];
+        // ECN marks seen each way (Linux's ss shows ecnseen; these count them).
+        if (!m["ecn_ce_in"].empty() && m["ecn_ce_in"] != "0") extra += " ce_in:" + m["ecn_ce_in"];
+        if (!m["ecn_ece_in"].empty() && m["ecn_ece_in"] != "0") extra += " ece_in:" + m["ecn_ece_in"];
         std::printf("\t %s %s%s%swscale:%s rto:%.3f%s rtt:%.3f/%.3f mss:%s cwnd:%s ssthresh:%s bytes_sent:%s "
                     "bytes_retrans:%s bytes_acked:%s bytes_received:%s segs_out:%s segs_in:%s retrans:%s "
                     "unacked:%s snd_wnd:%s rcv_wnd:%s%s\n",

@@ -245,6 +245,12 @@ struct ConnStats {
     // \var rack_losses
     // Holes at snd.una found lost by RACK's reordering window (RFC 8985 §6), not by DupThresh or the RTO.
     uint64_t rack_losses = 0;
+    // \var ecn_ce_received
+    // Data segments that arrived marked Congestion Experienced (RFC 3168
+    // §6.1.3; counted only on an ECN connection, `ecn_ok`).
+    // \var ecn_ece_received
+    // ACKs that carried ECN-Echo: the peer saw CE marks on what we sent.
+    uint64_t ecn_ce_received = 0, ecn_ece_received = 0;
     uint32_t rx_queued = 0;                   // batch mode: bytes waiting for read()
 };
 

@@ -288,6 +288,8 @@ ConnStats EngineImpl::conn_stats(uint32_t index, uint32_t gen) const {
     o.undo_rtos = x.undo_rtos;
     o.reordering = x.reordering;
     o.tlp_probes = x.tlp_probes;
+    o.ecn_ce_received = x.ecn_ce_received;
+    o.ecn_ece_received = x.ecn_ece_received;
     o.retrans_probe = x.retrans_probe;
     o.tlp_recoveries = x.tlp_recoveries;
     o.rack_losses = x.rack_losses;

@@ -78,6 +78,8 @@ struct ConnSnapshot {
     uint64_t undone = 0;         // fast recoveries and RTOs proven spurious and undone
     uint64_t tlp_probes = 0;     // tail loss probes sent
     uint64_t rack_losses = 0;    // holes found lost by RACK's reordering window
+    uint64_t ecn_ce_in = 0;      // ECN: data segments that arrived marked CE
+    uint64_t ecn_ece_in = 0;     // ECN: ACKs that carried ECN-Echo
     uint32_t reordering = 0;     // the duplicate-ACK threshold the path's reordering raised (3 if none)
     uint64_t send_q = 0;         // bytes queued, not yet acknowledged
     uint64_t recv_q = 0;         // batch mode: bytes received, not yet read()

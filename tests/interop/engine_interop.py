@@ -24,6 +24,14 @@ Cases:
                     two namespaces.
   capture           tcpdump of a crescent <-> Linux flow parses cleanly and both
                     SYNs carry window scale, SACK-permitted and timestamps.
+  peer_options      the Linux side without timestamps, without SACK, without window
+                    scaling, and without all three (its namespace's sysctls): crescent
+                    leaves out what was not offered (SYN-ACK, later segments, the
+                    client's negotiated state) and carries data byte-exact as server
+                    and as client (the client with 1 % loss).
+  ecn               Linux asking for ECN (tcp_ecn=1), crescent on DCTCP, nftables
+                    marking 3 % of ECN-capable packets CE both ways: ECN-setup SYN and
+                    SYN-ACK, ECT(0) data, CE echoed each way, byte-exact.
   badinput          unknown interface, no hugepages (none reserved; hugetlbfs not
                     mounted), no permission (an unprivileged user), EAL failure,
                     bad options, interface already in use: one-line error naming
@@ -361,6 +369,225 @@ def case_capture(testbed):
             ok = False
         print(f"capture: {len(text.splitlines())} lines, {len(synacks)} SYN-ACKs from crescent")
         return 0 if ok and bed.no_leftovers("a", bed.va) else 1
+
+
+# ---- the Linux peer's TCP options off, or ECN asked for -----------------------------
+
+# Each set is applied to the Linux namespace's sysctls (per namespace) before its
+# connections open; crescent must negotiate down to what the peer offered and
+# carry data both ways byte-exact, as server (LINUX_CLIENT) and as client
+# (against kernel-echo, 1 % loss both ways inside crescent). `absent` names the
+# SYN-ACK options crescent must then leave out (RFC 7323 §2.2 / §3.2, RFC 2018 §2).
+PEER_OPTION_SETS = {
+    "no_ts": ({"net.ipv4.tcp_timestamps": "0"}, ("TS val",)),
+    "no_sack": ({"net.ipv4.tcp_sack": "0"}, ("sackOK",)),
+    "no_wscale": ({"net.ipv4.tcp_window_scaling": "0"}, ("wscale",)),
+    "none": ({"net.ipv4.tcp_timestamps": "0", "net.ipv4.tcp_sack": "0", "net.ipv4.tcp_window_scaling": "0"},
+             ("TS val", "sackOK", "wscale")),
+}
+
+CRESCENT_IP, LINUX_IP = "10.77.0.1", "10.77.0.2"
+
+
+def from_crescent(line):
+    """tcpdump -nn line of a segment crescent sent (its server port 7, or its client port)."""
+    m = re.search(r"(\d+\.\d+\.\d+\.\d+)\.\d+ > \d+\.\d+\.\d+\.\d+\.\d+: ", line)
+    return m is not None and m.group(1) == CRESCENT_IP
+
+
+def tcpdump_lines(pcap):
+    # -v puts the IP header (tos, ECN) on one line and the TCP segment on the next: join them.
+    rd = sh("tcpdump", "-nn", "-v", "-r", pcap, check=False, timeout=60)
+    lines, cur = [], ""
+    for l in rd.stdout.splitlines():
+        if not l.startswith((" ", "\t")):
+            if cur:
+                lines.append(cur)
+            cur = l
+        else:
+            cur += " " + l.strip()
+    if cur:
+        lines.append(cur)
+    return rd.returncode, lines
+
+
+def conn_fields(text):
+    """crescent-echo --stats lines ("conn :PORT: ... key=value ...") as dicts."""
+    out = []
+    for l in text.splitlines():
+        if l.startswith("conn :"):
+            out.append(dict(kv.split("=", 1) for kv in l.split() if "=" in kv))
+    return out
+
+
+def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(), client_extra=()):
+    """One option set: sysctls in B, capture on B's veth, Linux client -> crescent server, then
+    crescent client -> kernel-echo. Returns (ok, the capture's joined lines, the client's conn stats)."""
+    for k, v in sysctls.items():
+        bed.run("b", "sysctl", "-q", "-w", f"{k}={v}", check=True)
+    pcap = f"/tmp/{bed.name}-{label}.pcap"
+    dump = bed.spawn("b", "tcpdump", "-i", bed.vb, "-w", pcap, "-U", "-s", "128", "tcp", "port", "7")
+    time.sleep(1.5)
+    ok = True
+    srv = crescent_server(bed, "a", bed.va, extra=("--cc", cc) + tuple(server_extra))
+    if not bed.wait_port("b", CRESCENT_IP, 7):
+        print(f"FAIL [{label}]: crescent-echo did not come up:", stop(srv, "crescent-echo")[1][-2000:])
+        stop(dump, "tcpdump")
+        return False, [], []
+    r = bed.run("b", sys.executable, "-c", LINUX_CLIENT, CRESCENT_IP, "7", "4", timeout=180)
+    print(f"[{label}] Linux client -> crescent: {r.stdout.strip()} {r.stderr.strip()[-1500:]}")
+    ok = ok and r.returncode == 0
+    rc, err = stop(srv, "crescent-echo")
+    if rc != 0:
+        print(f"FAIL [{label}]: crescent-echo server exit {rc}: {err.strip()[-1500:]}")
+        ok = False
+    kern = kernel_server(bed, "b", LINUX_IP)
+    if not bed.wait_port("b", LINUX_IP, 7):
+        print(f"FAIL [{label}]: kernel-echo did not come up")
+        stop(dump, "tcpdump")
+        return False, [], []
+    c = crescent_client(bed, "a", bed.va, LINUX_IP, 4, 2 << 20, cc=cc, timeout=240,
+                        extra=("--impair", "loss=1,seed=7") + tuple(client_extra))
+    print(f"[{label}] crescent client -> kernel-echo, 4 x 2 MiB, 1 % loss:")
+    report(c)
+    ok = ok and c.returncode == 0 and '"ok":true' in c.stdout
+    stats = conn_fields(c.stderr)
+    if len(stats) != 4:
+        print(f"FAIL [{label}]: expected 4 connections' stats from the client, got {len(stats)}")
+        ok = False
+    stop(kern, "kernel-echo")
+    time.sleep(0.5)
+    stop(dump, "tcpdump")
+    rc, lines = tcpdump_lines(pcap)
+    os.unlink(pcap)
+    if rc != 0 or any("bad cksum" in l or "[bad" in l for l in lines):
+        print(f"FAIL [{label}]: the capture does not read cleanly (bad checksums?)")
+        ok = False
+    synacks = [l for l in lines if "Flags [S." in l and from_crescent(l)]
+    if len(synacks) < 4:
+        print(f"FAIL [{label}]: {len(synacks)} SYN-ACKs from crescent in the capture, expected 4")
+        ok = False
+    for l in synacks:
+        for opt in absent:
+            if opt in l:
+                print(f"FAIL [{label}]: the peer did not offer it, yet crescent's SYN-ACK carries {opt!r}: {l}")
+                ok = False
+    if "TS val" in absent:
+        late = [l for l in lines if from_crescent(l) and "TS val" in l and "Flags [S" not in l]
+        if late:
+            print(f"FAIL [{label}]: {len(late)} segments from crescent carry timestamps not negotiated: {late[0]}")
+            ok = False
+    if "sackOK" in absent:
+        blocks = [l for l in lines if from_crescent(l) and re.search(r"\bsack \d", l)]
+        if blocks:
+            print(f"FAIL [{label}]: crescent sent SACK blocks to a peer without SACK: {blocks[0]}")
+            ok = False
+    if "wscale" in absent:
+        # Without window scaling the 16-bit field is the window itself: crescent's
+        # receive buffer (far above 64 KiB) must show as windows near 65535, not as
+        # a scaled-down count.
+        wins = [int(m.group(1)) for l in lines if from_crescent(l) and "Flags [S" not in l
+                for m in [re.search(r"\bwin (\d+)", l)] if m]
+        if not wins or max(wins) < 32768:
+            print(f"FAIL [{label}]: crescent's largest unscaled window is {max(wins) if wins else None}")
+            ok = False
+    print(f"[{label}] capture: {len(lines)} segments, {len(synacks)} SYN-ACKs from crescent")
+    for k in sysctls:  # back to the namespace's defaults for the next set
+        bed.run("b", "sysctl", "-q", "-w", f"{k}={1 if 'ecn' not in k else 2}", check=False)
+    return ok, lines, stats
+
+
+def case_peer_options(testbed):
+    ok = True
+    with Bed(testbed, "po") as bed:
+        for label, (sysctls, absent) in PEER_OPTION_SETS.items():
+            good, _, stats = peer_options_round(bed, label, sysctls, absent)
+            for st in stats:
+                neg = st.get("negotiated(ts/sack/ecn)", "")
+                want_ts = "0" if "TS val" in absent else "1"
+                want_sack = "0" if "sackOK" in absent else "1"
+                if neg[:3] != f"{want_ts}/{want_sack}":
+                    print(f"FAIL [{label}]: the client negotiated ts/sack {neg[:3]}, expected {want_ts}/{want_sack}")
+                    good = False
+                if "wscale" in absent and st.get("wscale(snd/rcv)") != "0/0":
+                    print(f"FAIL [{label}]: the client scales windows ({st.get('wscale(snd/rcv)')}) without the option")
+                    good = False
+            ok = ok and good
+        ok = ok and bed.no_leftovers("a", bed.va)
+    return 0 if ok else 1
+
+
+def nstat(bed, which, name):
+    r = bed.run(which, "nstat", "-az", name, timeout=10)
+    m = re.search(rf"^{name}\s+(\d+)", r.stdout, re.M)
+    return int(m.group(1)) if m else 0
+
+
+ECN_MARK = """table inet crescent_ecn {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    ip daddr %(c)s ip ecn { ect0, ect1 } numgen random mod 100 < 3 ip ecn set ce counter
+  }
+  chain in {
+    type filter hook input priority 0; policy accept;
+    ip saddr %(c)s ip ecn { ect0, ect1 } numgen random mod 100 < 3 ip ecn set ce counter
+  }
+}
+"""
+
+
+def case_ecn(testbed):
+    """ECN with Linux (RFC 3168): the Linux namespace asks for ECN on its own connections
+    (tcp_ecn=1) and crescent runs DCTCP (which wants ECN). nftables in B marks 3 % of the
+    ECN-capable TCP packets Congestion Experienced both ways. crescent must answer the
+    ECN-setup SYN with ECE (and send an ECN-setup SYN as client), send ECT(0) data, echo CE
+    to Linux (Linux counts TcpExtTCPDeliveredCE) and see Linux's ECE; byte-exact throughout."""
+    ok = True
+    with Bed(testbed, "ecn") as bed:
+        nft = subprocess.run(["ip", "netns", "exec", bed.b, "nft", "-f", "-"], input=ECN_MARK % {"c": CRESCENT_IP},
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        if nft.returncode != 0:
+            print("FAIL: nftables would not take the CE-marking rules:", nft.stderr.strip())
+            return 1
+        bed.run("b", "nstat", "-n", timeout=10)  # nstat's history: count from here
+        before = nstat(bed, "b", "TcpExtTCPDeliveredCE")
+        good, lines, stats = peer_options_round(bed, "ecn", {"net.ipv4.tcp_ecn": "1"}, (), cc="dctcp")
+        ok = ok and good
+        synacks = [l for l in lines if "Flags [S." in l and from_crescent(l)]
+        if not synacks or not all("Flags [S.E]" in l for l in synacks):
+            print(f"FAIL: crescent's SYN-ACKs to an ECN-setup SYN lack ECE: {synacks[:1]}")
+            ok = False
+        syns = [l for l in lines if "Flags [S" in l and "Flags [S." not in l and from_crescent(l)]
+        if not syns or not all("Flags [SEW]" in l for l in syns):
+            print(f"FAIL: crescent's SYNs (DCTCP) are not ECN-setup SYNs: {syns[:1]}")
+            ok = False
+        data = [l for l in lines if from_crescent(l) and "Flags [S" not in l and re.search(r"length [1-9]", l)]
+        ect = [l for l in data if "ECT(0)" in l or "tos 0x2," in l]
+        if not data or len(ect) < len(data) // 2:
+            print(f"FAIL: {len(ect)} of crescent's {len(data)} data segments are ECN-capable (ECT(0)): {data[:1]}")
+            ok = False
+        counters = bed.run("b", "nft", "list", "table", "inet", "crescent_ecn", timeout=10).stdout
+        marked = sum(int(n) for n in re.findall(r"counter packets (\d+)", counters))
+        delivered_ce = nstat(bed, "b", "TcpExtTCPDeliveredCE") - before
+        ce_in = sum(int(st.get("ecn(ce_in/ece_in)", "0/0").split("/")[0]) for st in stats)
+        ece_in = sum(int(st.get("ecn(ce_in/ece_in)", "0/0").split("/")[1]) for st in stats)
+        neg = [st.get("negotiated(ts/sack/ecn)", "") for st in stats]
+        print(f"ecn: {marked} packets marked CE by nftables; Linux delivered {delivered_ce} segments whose CE crescent "
+              f"echoed; the crescent client saw {ce_in} CE marks and {ece_in} ECE ACKs; negotiated {neg}")
+        if marked == 0:
+            print("FAIL: nftables marked nothing: the test did not test")
+            ok = False
+        if not neg or not all(n.endswith("/1") for n in neg):
+            print("FAIL: the crescent client did not negotiate ECN with Linux")
+            ok = False
+        if ce_in == 0 or ece_in == 0:
+            print("FAIL: the crescent client saw no CE marks or no ECE from Linux")
+            ok = False
+        if delivered_ce == 0:
+            print("FAIL: Linux never heard crescent echo a CE mark (TcpExtTCPDeliveredCE did not move)")
+            ok = False
+        ok = ok and bed.no_leftovers("a", bed.va)
+    return 0 if ok else 1
 
 
 # crescent's own progress log lines ("[12:00:00.000] [runtime] [info] ...").
@@ -764,6 +991,10 @@ def main():
         return case_c2c(testbed, case[len("c2c_"):])
     if case == "capture":
         return case_capture(testbed)
+    if case == "peer_options":
+        return case_peer_options(testbed)
+    if case == "ecn":
+        return case_ecn(testbed)
     if case == "tap":
         return case_tap(testbed)
     if case == "badinput":
