@@ -89,6 +89,8 @@ SEEDS = {
     "proto_big_count_small": seed(b"*" + b"1" * 1100, small_limits=True),
     "proto_big_bulk_small": seed(cmd("SET", "k", "v" * 5000), small_limits=True),
     "proto_many_args_small": seed(cmd(*(["DEL"] + ["k%d" % i for i in range(70)])), small_limits=True),
+    # An inline line takes more arguments than max_multibulk (Redis bounds it only by its length).
+    "inline_many_args_small": seed(b"MGET " + b" ".join(b"k%d" % i for i in range(100)) + b"\r\n", small_limits=True),
     "quirks": seed(b"*1\r\n$4\r\nPINGXY*1\rX$4\r\nPING\r\n*0\r\n*-1\r\n" + cmd("PING")),
     "security": seed(cmd("PING") + b"POST / HTTP/1.1\r\nHost: x\r\n\r\n"),
 }

@@ -333,6 +333,20 @@ TEST_CASE("kv parser: every protocol error, with Redis's text", "[kv][resp]") {
         CHECK(ok.error.empty());
         CHECK(ok.requests.size() == 1);
     }
+    SECTION("max_multibulk bounds a multibulk count, not an inline line's arguments") {
+        // Redis's processInlineBuffer takes as many arguments as the line holds
+        // (found by fuzz_resp, whose invariant had wrongly applied the count limit).
+        ParserLimits lim;
+        lim.max_multibulk = 64;
+        std::string line = "MGET";
+        for (int i = 0; i < 100; ++i) line += " k" + std::to_string(i);
+        Parsed in = parse_pieces(line + "\r\n", {7, 200}, lim);
+        CHECK(in.error.empty());
+        REQUIRE(in.requests.size() == 1);
+        CHECK(in.requests[0].size() == 101);
+        CHECK(in.requests[0][100] == "k99");
+        CHECK(parse_pieces("*65\r\n", {}, lim).error == "-ERR Protocol error: invalid multibulk length\r\n");
+    }
     SECTION("after an error the parser stays failed and drops input") {
         Parser p;
         p.feed(received("*x\r\n*1\r\n$4\r\nPING\r\n"));
