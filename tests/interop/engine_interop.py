@@ -28,7 +28,8 @@ Cases:
                     scaling, and without all three (its namespace's sysctls): crescent
                     leaves out what was not offered (SYN-ACK, later segments, the
                     client's negotiated state) and carries data byte-exact as server
-                    and as client (the client with 1 % loss).
+                    and as client (the client with 1 % loss); then the peer's MSS
+                    lowered (its MTU 1280; a route's advmss 536): no segment above it.
   ecn               Linux asking for ECN (tcp_ecn=1), crescent on DCTCP, nftables
                     marking 3 % of ECN-capable packets CE both ways: ECN-setup SYN and
                     SYN-ACK, ECT(0) data, CE echoed each way, byte-exact.
@@ -420,11 +421,16 @@ def conn_fields(text):
     return out
 
 
-def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(), client_extra=()):
-    """One option set: sysctls in B, capture on B's veth, Linux client -> crescent server, then
-    crescent client -> kernel-echo. Returns (ok, the capture's joined lines, the client's conn stats)."""
+def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(), client_extra=(), setup=(),
+                       undo=(), max_payload=None):
+    """One option set: sysctls (and `setup` commands) in B, capture on B's veth, Linux client ->
+    crescent server, then crescent client -> kernel-echo; `undo` afterwards. With max_payload,
+    no segment from crescent may carry more. Returns (ok, the capture's joined lines, the
+    client's conn stats)."""
     for k, v in sysctls.items():
         bed.run("b", "sysctl", "-q", "-w", f"{k}={v}", check=True)
+    for cmd in setup:
+        bed.run("b", *cmd, check=True)
     pcap = f"/tmp/{bed.name}-{label}.pcap"
     dump = bed.spawn("b", "tcpdump", "-i", bed.vb, "-w", pcap, "-U", "-s", "128", "tcp", "port", "7")
     time.sleep(1.5)
@@ -491,9 +497,19 @@ def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(
         if not wins or max(wins) < 32768:
             print(f"FAIL [{label}]: crescent's largest unscaled window is {max(wins) if wins else None}")
             ok = False
+    if max_payload is not None:
+        sizes = [int(m[-1]) for l in lines if from_crescent(l) for m in [re.findall(r", length (\d+)", l)] if m]
+        if not sizes or max(sizes) > max_payload:
+            print(f"FAIL [{label}]: crescent's largest segment payload is {max(sizes) if sizes else None}, "
+                  f"above the peer's MSS {max_payload}")
+            ok = False
+        else:
+            print(f"[{label}] crescent's largest segment payload: {max(sizes)} (peer's MSS {max_payload})")
     print(f"[{label}] capture: {len(lines)} segments, {len(synacks)} SYN-ACKs from crescent")
     for k in sysctls:  # back to the namespace's defaults for the next set
         bed.run("b", "sysctl", "-q", "-w", f"{k}={1 if 'ecn' not in k else 2}", check=False)
+    for cmd in undo:
+        bed.run("b", *cmd, check=False)
     return ok, lines, stats
 
 
@@ -513,6 +529,16 @@ def case_peer_options(testbed):
                     print(f"FAIL [{label}]: the client scales windows ({st.get('wscale(snd/rcv)')}) without the option")
                     good = False
             ok = ok and good
+        # The peer's MSS: a smaller MTU on its side only (a frame above it is dropped by the
+        # veth, so an oversized segment would stall the transfer), and a route's advmss.
+        good, _, _ = peer_options_round(
+            bed, "mtu1280", {}, (), setup=[("ip", "link", "set", bed.vb, "mtu", "1280")],
+            undo=[("ip", "link", "set", bed.vb, "mtu", "1500")], max_payload=1280 - 40 - 12)
+        ok = ok and good
+        good, _, _ = peer_options_round(
+            bed, "advmss536", {}, (), setup=[("ip", "route", "replace", f"{CRESCENT_IP}/32", "dev", bed.vb, "advmss", "536")],
+            undo=[("ip", "route", "del", f"{CRESCENT_IP}/32")], max_payload=536 - 12)
+        ok = ok and good
         ok = ok and bed.no_leftovers("a", bed.va)
     return 0 if ok else 1
 
