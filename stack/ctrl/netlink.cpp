@@ -460,6 +460,8 @@ void Netlink::apply_route(nl_object* obj, bool removed) {
     route.metric = rtnl_route_get_priority(r);
     route.tos = rtnl_route_get_tos(r);
     if (auto src = ipv4_of(rtnl_route_get_pref_src(r))) route.prefsrc = *src;
+    // The route's MTU ("ip route ... mtu N"): what connections to it take their MSS from.
+    if (uint32_t mtu = 0; rtnl_route_get_metric(r, RTAX_MTU, &mtu) == 0) route.mtu = mtu;
 
     if (route.type == RouteType::Unicast) {
         // Multipath: take the first next hop through our interface, else the

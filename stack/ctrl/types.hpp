@@ -91,6 +91,7 @@ struct Route {
     RouteType type = RouteType::Unicast;
     int oif = 0;             // output interface index (0 for reject routes / static config)
     Ipv4Addr prefsrc;        // RTA_PREFSRC, 0.0.0.0 if absent
+    uint32_t mtu = 0;        // RTAX_MTU ("ip route ... mtu N"): the path's MTU, 0 if the route sets none
     bool has_gateway() const { return gateway.v != 0; }
     bool operator==(const Route&) const = default;
 };

@@ -63,6 +63,10 @@ public:
         }
         return Resolve::NoRoute;
     }
+    uint32_t path_mtu(wire::Ipv4Addr dst) override {
+        const ctrl::Route* r = reader_.read().lookup_route(dst);
+        return r != nullptr ? r->mtu : 0;
+    }
     bool directed_broadcast(wire::Ipv4Addr a) override {
         for (const ctrl::InterfaceAddr& ia : reader_.read().iface().addrs)
             if (subnet_broadcast(a, ia.addr, ia.prefix_len)) return true;

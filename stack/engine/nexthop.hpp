@@ -39,6 +39,9 @@ public:
     virtual bool directed_broadcast(wire::Ipv4Addr a) { (void)a; return false; }
     // Data path: no syscalls, no locks (a read of a per-engine or RCU table).
     virtual Resolve resolve(wire::Ipv4Addr dst, Instant now, wire::MacAddr* mac) = 0;
+    // The MTU the route to `dst` sets (a route's mtu metric), 0 when it sets
+    // none and the interface's applies. Asked when a connection opens.
+    virtual uint32_t path_mtu(wire::Ipv4Addr dst) { (void)dst; return 0; }
     // Once per loop iteration: the engine holds no reference into the tables
     // (an RCU quiescent point).
     virtual void quiescent() {}

@@ -292,6 +292,20 @@ struct Host::Impl {
         arm(i);  // a retransmitted FIN restarts 2*MSL
     }
 
+    // The connection defaults for a passive open from `peer`, its MSS capped by
+    // the path (HostConfig::path_mss).
+    uint16_t passive_mss(Ipv4Addr peer) const {
+        const uint16_t m = cfg.path_mss ? cfg.path_mss(peer) : 0;
+        return m != 0 && m < cfg.tcp.mss ? m : cfg.tcp.mss;
+    }
+    uint32_t new_passive(const Endpoints& ep) {
+        const uint16_t mss = passive_mss(ep.remote_ip);
+        if (mss == cfg.tcp.mss) return new_conn(ep, cfg.tcp);
+        Config c = cfg.tcp;
+        c.mss = mss;
+        return new_conn(ep, c);
+    }
+
     uint32_t new_conn(const Endpoints& ep, const Config& c) {
         uint32_t i = alloc_slot();
         Slot& s = slots[i];
@@ -356,7 +370,7 @@ struct Host::Impl {
                         p.ts_ok = true;
                     }
                     Endpoints ep{cfg.local_ip, src, seg.dst_port, seg.src_port};
-                    uint32_t i = new_conn(ep, cfg.tcp);
+                    uint32_t i = new_passive(ep);
                     slots[i].listener = seg.dst_port;
                     ++l.pending;
                     size_t ev = out.events.size();
@@ -400,7 +414,7 @@ struct Host::Impl {
             return;
         }
         Endpoints ep{cfg.local_ip, src, seg.dst_port, seg.src_port};
-        uint32_t i = new_conn(ep, cfg.tcp);
+        uint32_t i = new_passive(ep);
         slots[i].listener = seg.dst_port;
         ++l.pending;
         ++stats.accepted;
@@ -425,8 +439,7 @@ struct Host::Impl {
         r.ack = syn.seq + 1;
         r.flags = SYN | ACK;
         r.window = uint16_t(std::min<uint32_t>(c.rcv_buf, 0xffff));
-        uint16_t mss = c.mss;
-        r.opts.mss = mss;
+        r.opts.mss = passive_mss(src);
         if (syn.opts.ts && c.timestamps) {
             uint8_t ws = 0xf;
             if (c.window_scale && syn.opts.wscale) {

@@ -29,7 +29,9 @@ Cases:
                     leaves out what was not offered (SYN-ACK, later segments, the
                     client's negotiated state) and carries data byte-exact as server
                     and as client (the client with 1 % loss); then the peer's MSS
-                    lowered (its MTU 1280; a route's advmss 536): no segment above it.
+                    lowered (its MTU 1280; a route's advmss 536): no segment above it;
+                    then crescent's own route to the peer with mtu 1280: crescent's MSS
+                    option and its segments follow it, and so do the peer's.
   ecn               Linux asking for ECN (tcp_ecn=1), crescent on DCTCP, nftables
                     marking 3 % of ECN-capable packets CE both ways: ECN-setup SYN and
                     SYN-ACK, ECT(0) data, CE echoed each way, byte-exact.
@@ -422,15 +424,15 @@ def conn_fields(text):
 
 
 def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(), client_extra=(), setup=(),
-                       undo=(), max_payload=None):
-    """One option set: sysctls (and `setup` commands) in B, capture on B's veth, Linux client ->
-    crescent server, then crescent client -> kernel-echo; `undo` afterwards. With max_payload,
-    no segment from crescent may carry more. Returns (ok, the capture's joined lines, the
-    client's conn stats)."""
+                       undo=(), max_payload=None, max_payload_in=None):
+    """One option set: sysctls in B and `setup` commands ((namespace, argv) pairs), capture on
+    B's veth, Linux client -> crescent server, then crescent client -> kernel-echo; `undo`
+    afterwards. With max_payload (max_payload_in), no segment from (to) crescent may carry
+    more. Returns (ok, the capture's joined lines, the client's conn stats)."""
     for k, v in sysctls.items():
         bed.run("b", "sysctl", "-q", "-w", f"{k}={v}", check=True)
-    for cmd in setup:
-        bed.run("b", *cmd, check=True)
+    for which, cmd in setup:
+        bed.run(which, *cmd, check=True)
     pcap = f"/tmp/{bed.name}-{label}.pcap"
     dump = bed.spawn("b", "tcpdump", "-i", bed.vb, "-w", pcap, "-U", "-s", "128", "tcp", "port", "7")
     time.sleep(1.5)
@@ -497,19 +499,22 @@ def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(
         if not wins or max(wins) < 32768:
             print(f"FAIL [{label}]: crescent's largest unscaled window is {max(wins) if wins else None}")
             ok = False
-    if max_payload is not None:
-        sizes = [int(m[-1]) for l in lines if from_crescent(l) for m in [re.findall(r", length (\d+)", l)] if m]
-        if not sizes or max(sizes) > max_payload:
-            print(f"FAIL [{label}]: crescent's largest segment payload is {max(sizes) if sizes else None}, "
-                  f"above the peer's MSS {max_payload}")
+    for limit, outbound in ((max_payload, True), (max_payload_in, False)):
+        if limit is None:
+            continue
+        sizes = [int(m[-1]) for l in lines if from_crescent(l) == outbound
+                 for m in [re.findall(r", length (\d+)", l)] if m]
+        who = "crescent's" if outbound else "Linux's"
+        if not sizes or max(sizes) > limit:
+            print(f"FAIL [{label}]: {who} largest segment payload is {max(sizes) if sizes else None}, above {limit}")
             ok = False
         else:
-            print(f"[{label}] crescent's largest segment payload: {max(sizes)} (peer's MSS {max_payload})")
+            print(f"[{label}] {who} largest segment payload: {max(sizes)} (at most {limit})")
     print(f"[{label}] capture: {len(lines)} segments, {len(synacks)} SYN-ACKs from crescent")
     for k in sysctls:  # back to the namespace's defaults for the next set
         bed.run("b", "sysctl", "-q", "-w", f"{k}={1 if 'ecn' not in k else 2}", check=False)
-    for cmd in undo:
-        bed.run("b", *cmd, check=False)
+    for which, cmd in undo:
+        bed.run(which, *cmd, check=False)
     return ok, lines, stats
 
 
@@ -532,12 +537,22 @@ def case_peer_options(testbed):
         # The peer's MSS: a smaller MTU on its side only (a frame above it is dropped by the
         # veth, so an oversized segment would stall the transfer), and a route's advmss.
         good, _, _ = peer_options_round(
-            bed, "mtu1280", {}, (), setup=[("ip", "link", "set", bed.vb, "mtu", "1280")],
-            undo=[("ip", "link", "set", bed.vb, "mtu", "1500")], max_payload=1280 - 40 - 12)
+            bed, "mtu1280", {}, (), setup=[("b", ("ip", "link", "set", bed.vb, "mtu", "1280"))],
+            undo=[("b", ("ip", "link", "set", bed.vb, "mtu", "1500"))], max_payload=1280 - 40 - 12)
         ok = ok and good
         good, _, _ = peer_options_round(
-            bed, "advmss536", {}, (), setup=[("ip", "route", "replace", f"{CRESCENT_IP}/32", "dev", bed.vb, "advmss", "536")],
-            undo=[("ip", "route", "del", f"{CRESCENT_IP}/32")], max_payload=536 - 12)
+            bed, "advmss536", {}, (),
+            setup=[("b", ("ip", "route", "replace", f"{CRESCENT_IP}/32", "dev", bed.vb, "advmss", "536"))],
+            undo=[("b", ("ip", "route", "del", f"{CRESCENT_IP}/32"))], max_payload=536 - 12)
+        ok = ok and good
+        # crescent's own route to the peer sets an MTU of 1280 (a path narrower than either
+        # interface, as "ip route ... mtu" says for an overlay or a VPC's edge): crescent takes
+        # its MSS from it, as server and as client, both ways.
+        good, _, _ = peer_options_round(
+            bed, "route_mtu1280", {}, (),
+            setup=[("a", ("ip", "route", "replace", f"{LINUX_IP}/32", "dev", bed.va, "mtu", "1280"))],
+            undo=[("a", ("ip", "route", "del", f"{LINUX_IP}/32"))], max_payload=1280 - 40 - 12,
+            max_payload_in=1280 - 40 - 12)
         ok = ok and good
         ok = ok and bed.no_leftovers("a", bed.va)
     return 0 if ok else 1

@@ -380,6 +380,18 @@ TEST_CASE("netns ctrl: routes added and deleted; next hop through the gateway", 
     CHECK(wait_for(*nl, [](const Snapshot& x) {
         return x.next_hop(ip("10.90.1.1")).status == NextHopStatus::NoRoute;
     }));
+    // A route's MTU metric (what connections to it take their MSS from), set and changed.
+    must("ip route add 10.93.0.0/16 via 10.81.0.2 mtu 1280");
+    CHECK(wait_for(*nl, [](const Snapshot& x) {
+        const Route* r = x.lookup_route(ip("10.93.0.1"));
+        return r != nullptr && r->mtu == 1280;
+    }));
+    must("ip route change 10.93.0.0/16 via 10.81.0.2 mtu 1400");
+    CHECK(wait_for(*nl, [](const Snapshot& x) {
+        const Route* r = x.lookup_route(ip("10.93.0.1"));
+        return r != nullptr && r->mtu == 1400;
+    }));
+    CHECK(nl->snapshot().lookup_route(ip("10.81.0.2"))->mtu == 0);  // the connected route sets none
     must("ip route add blackhole 10.91.0.0/16");
     CHECK(wait_for(*nl, [](const Snapshot& x) {
         return x.next_hop(ip("10.91.0.1")).status == NextHopStatus::Rejected;

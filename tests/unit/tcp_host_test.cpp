@@ -268,6 +268,55 @@ TEST_CASE("RFC 4987 §3.6 SYN cookies when the backlog is full", "[tcp][host][sy
     CHECK(h.find(*c)->stats().snd_mss == 1460);
 }
 
+TEST_CASE("Host: a passive open takes its MSS from the path (HostConfig::path_mss), cookies too", "[tcp][host][mss]") {
+    crescent::test::ZbufArenaFixture arena;
+    constexpr Ipv4Addr kC{0x0a000003};
+    HostConfig cfg = host_cfg(kA);
+    int asked = 0;
+    // The route to kB sets an MTU of 1280 (MSS 1240); kC's sets none.
+    cfg.path_mss = [&](Ipv4Addr peer) -> uint16_t {
+        ++asked;
+        return peer == kB ? 1240 : 0;
+    };
+    Host h(cfg);
+    REQUIRE(h.listen(80, 2) == ListenResult::Ok);
+    Instant now = Instant::from_nanos(3'000'000'000);
+    auto handshake = [&](Ipv4Addr peer, uint16_t sport, uint32_t seq, uint16_t* adv_mss) -> std::optional<ConnId> {
+        Actions out;
+        h.on_segment(peer, kA, 0, syn_to(sport, 80, seq), Slice(), now, out);
+        REQUIRE(out.segments.size() == 1);
+        const TcpRepr synack = out.segments[0].repr;
+        REQUIRE(synack.opts.mss);
+        *adv_mss = *synack.opts.mss;
+        out.clear();
+        TcpRepr ack;
+        ack.src_port = sport;
+        ack.dst_port = 80;
+        ack.seq = SeqNum(seq + 1);
+        ack.ack = synack.seq + 1;
+        ack.flags = ACK;
+        ack.window = 65535;
+        h.on_segment(peer, kA, 0, ack, Slice(), now, out);
+        return h.lookup(peer, sport, 80);
+    };
+    uint16_t adv = 0;
+    auto b = handshake(kB, 4000, 100, &adv);
+    CHECK(adv == 1240);  // our MSS option: the path's
+    REQUIRE(b);
+    CHECK(h.find(*b)->stats().snd_mss == 1240);  // and the ceiling of what we send (peer offered 1460)
+    auto c = handshake(kC, 4001, 200, &adv);
+    CHECK(adv == 1460);  // no route MTU: the interface's
+    REQUIRE(c);
+    CHECK(h.find(*c)->stats().snd_mss == 1460);
+    // The backlog (2) is full of accepted-but-not-taken connections: a SYN cookie.
+    auto cookie = handshake(kB, 4002, 300, &adv);
+    CHECK(h.stats().syn_cookies_ok == 1);
+    CHECK(adv == 1240);
+    REQUIRE(cookie);
+    CHECK(h.find(*cookie)->stats().snd_mss == 1240);
+    CHECK(asked >= 3);
+}
+
 TEST_CASE("RFC 6528 ISN: keyed per 4-tuple, advancing with a 4 us clock", "[tcp][host][isn]") {
     Host h1(host_cfg(kA)), h2(host_cfg(kA));
     HostConfig other = host_cfg(kA);
