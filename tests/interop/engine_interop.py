@@ -32,6 +32,9 @@ Cases:
                     lowered (its MTU 1280; a route's advmss 536): no segment above it;
                     then crescent's own route to the peer with mtu 1280: crescent's MSS
                     option and its segments follow it, and so do the peer's.
+  linux_quirks      a Linux client's keepalive probes (1 s apart, one unanswered probe
+                    resets) across 4.5 s of idle time, and its SYN carrying data
+                    (Fast Open without a cookie): both answered, byte-exact.
   ecn               Linux asking for ECN (tcp_ecn=1), crescent on DCTCP, nftables
                     marking 3 % of ECN-capable packets CE both ways: ECN-setup SYN and
                     SYN-ACK, ECT(0) data, CE echoed each way, byte-exact.
@@ -434,7 +437,8 @@ def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(
     for which, cmd in setup:
         bed.run(which, *cmd, check=True)
     pcap = f"/tmp/{bed.name}-{label}.pcap"
-    dump = bed.spawn("b", "tcpdump", "-i", bed.vb, "-w", pcap, "-U", "-s", "128", "tcp", "port", "7")
+    dump = bed.spawn("b", "tcpdump", "-i", bed.vb, "-w", pcap, "-U", "--immediate-mode", "-s", "128",
+                     "tcp", "port", "7")
     time.sleep(1.5)
     ok = True
     srv = crescent_server(bed, "a", bed.va, extra=("--cc", cc) + tuple(server_extra))
@@ -556,6 +560,82 @@ def case_peer_options(testbed):
         ok = ok and good
         ok = ok and bed.no_leftovers("a", bed.va)
     return 0 if ok else 1
+
+
+# A Linux client's keepalive probes (SEQ = RCV.NXT - 1, refused and answered with an ACK,
+# RFC 9293 §3.8.4) and its SYN carrying data (TCP Fast Open without a cookie,
+# tcp_fastopen=0x5: crescent takes the SYN, not its data, which Linux sends again).
+LINUX_QUIRKS_CLIENT = r"""
+import socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+def echo(s, msg):
+    s.sendall(msg)
+    got = b""
+    while len(got) < len(msg):
+        c = s.recv(100)
+        if not c:
+            raise RuntimeError(f"EOF after {got!r}")
+        got += c
+    if got != msg:
+        raise RuntimeError(f"sent {msg!r}, got {got!r}")
+s = socket.create_connection((host, port), timeout=10)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+# 1 s idle, 1 s between probes, 1 unanswered probe: an unanswering peer is reset after ~2 s.
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 1)
+echo(s, b"before the idle time")
+time.sleep(4.5)
+echo(s, b"after four probes")
+s.close()
+t = socket.socket()
+t.settimeout(10)
+t.sendto(b"in the SYN", socket.MSG_FASTOPEN, (host, port))
+got = b""
+while len(got) < 10:
+    c = t.recv(100)
+    if not c:
+        break
+    got += c
+if got != b"in the SYN":
+    raise RuntimeError(f"fast open: got {got!r}")
+t.close()
+print("ok: keepalive probes answered, SYN data echoed")
+"""
+
+
+def case_linux_quirks(testbed):
+    with Bed(testbed, "lq") as bed:
+        bed.run("b", "sysctl", "-q", "-w", "net.ipv4.tcp_fastopen=5", check=True)
+        srv = crescent_server(bed, "a", bed.va)
+        if not bed.wait_port("b", CRESCENT_IP, 7):
+            print("FAIL: crescent-echo did not come up:", stop(srv, "crescent-echo")[1][-2000:])
+            return 1
+        pcap = f"/tmp/{bed.name}.pcap"
+        dump = bed.spawn("b", "tcpdump", "-i", bed.vb, "-w", pcap, "-U", "--immediate-mode", "-s", "128",
+                         "tcp", "port", "7")
+        time.sleep(1.5)
+        r = bed.run("b", sys.executable, "-c", LINUX_QUIRKS_CLIENT, CRESCENT_IP, "7", timeout=60)
+        print(r.stdout.strip(), r.stderr.strip()[-1500:])
+        time.sleep(0.5)
+        stop(dump, "tcpdump")
+        rc, err = stop(srv, "crescent-echo")
+        _, lines = tcpdump_lines(pcap)
+        os.unlink(pcap)
+        ok = r.returncode == 0 and rc == 0
+        # Probes: zero-length ACKs from Linux one byte below what crescent acknowledged;
+        # count crescent's ACKs in the idle second-spaced gaps (at least 3 in 4.5 s).
+        idle_acks = [l for l in lines if from_crescent(l) and "Flags [.]" in l and ", length 0" in l]
+        syn_data = [l for l in lines
+                    if "Flags [S]" in l and not from_crescent(l) and not l.rstrip().endswith("length 0")]
+        print(f"linux_quirks: {len(idle_acks)} pure ACKs from crescent, {len(syn_data)} SYN(s) with data from Linux")
+        if len(idle_acks) < 3:
+            print("FAIL: crescent answered fewer than 3 keepalive probes")
+            ok = False
+        if not syn_data:
+            print("FAIL: Linux sent no SYN with data (tcp_fastopen=5 did not take): the test did not test")
+            ok = False
+        return 0 if ok and bed.no_leftovers("a", bed.va) else 1
 
 
 def nstat(bed, which, name):
@@ -1036,6 +1116,8 @@ def main():
         return case_peer_options(testbed)
     if case == "ecn":
         return case_ecn(testbed)
+    if case == "linux_quirks":
+        return case_linux_quirks(testbed)
     if case == "tap":
         return case_tap(testbed)
     if case == "badinput":
