@@ -390,6 +390,10 @@ PEER_OPTION_SETS = {
     "no_wscale": ({"net.ipv4.tcp_window_scaling": "0"}, ("wscale",)),
     "none": ({"net.ipv4.tcp_timestamps": "0", "net.ipv4.tcp_sack": "0", "net.ipv4.tcp_window_scaling": "0"},
              ("TS val", "sackOK", "wscale")),
+    # Linux answering every SYN with a cookie (RFC 4987; what a server under a SYN flood does):
+    # the options it remembers ride in its TSval, and without timestamps it offers none.
+    "syncookies": ({"net.ipv4.tcp_syncookies": "2"}, ()),
+    "syncookies_no_ts": ({"net.ipv4.tcp_syncookies": "2", "net.ipv4.tcp_timestamps": "0"}, ("TS val",)),
 }
 
 CRESCENT_IP, LINUX_IP = "10.77.0.1", "10.77.0.2"
@@ -526,15 +530,27 @@ def case_peer_options(testbed):
     ok = True
     with Bed(testbed, "po") as bed:
         for label, (sysctls, absent) in PEER_OPTION_SETS.items():
+            cookies_before = nstat(bed, "b", "TcpExtSyncookiesRecv")
             good, _, stats = peer_options_round(bed, label, sysctls, absent)
+            if sysctls.get("net.ipv4.tcp_syncookies") == "2":
+                cookies = nstat(bed, "b", "TcpExtSyncookiesRecv") - cookies_before
+                print(f"[{label}] Linux took {cookies} SYN cookies back")
+                if cookies < 4:
+                    print(f"FAIL [{label}]: Linux took back {cookies} cookies, not the client's 4: it did not use them")
+                    good = False
+            # What the client's connections end up with: what Linux's SYN-ACK offered. A
+            # cookie SYN-ACK without timestamps offers no SACK and no window scale either.
+            client_absent = set(absent)
+            if sysctls.get("net.ipv4.tcp_syncookies") == "2" and "TS val" in absent:
+                client_absent |= {"sackOK", "wscale"}
             for st in stats:
                 neg = st.get("negotiated(ts/sack/ecn)", "")
-                want_ts = "0" if "TS val" in absent else "1"
-                want_sack = "0" if "sackOK" in absent else "1"
+                want_ts = "0" if "TS val" in client_absent else "1"
+                want_sack = "0" if "sackOK" in client_absent else "1"
                 if neg[:3] != f"{want_ts}/{want_sack}":
                     print(f"FAIL [{label}]: the client negotiated ts/sack {neg[:3]}, expected {want_ts}/{want_sack}")
                     good = False
-                if "wscale" in absent and st.get("wscale(snd/rcv)") != "0/0":
+                if "wscale" in client_absent and st.get("wscale(snd/rcv)") != "0/0":
                     print(f"FAIL [{label}]: the client scales windows ({st.get('wscale(snd/rcv)')}) without the option")
                     good = False
             ok = ok and good
