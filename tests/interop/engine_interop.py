@@ -33,8 +33,9 @@ Cases:
                     then crescent's own route to the peer with mtu 1280: crescent's MSS
                     option and its segments follow it, and so do the peer's.
   linux_quirks      a Linux client's keepalive probes (1 s apart, one unanswered probe
-                    resets) across 4.5 s of idle time, and its SYN carrying data
-                    (Fast Open without a cookie): both answered, byte-exact.
+                    resets) across 4.5 s of idle time, its SYN carrying data (Fast
+                    Open without a cookie), and IPv4 options (Record Route) on every
+                    segment: all answered, byte-exact.
   ecn               Linux asking for ECN (tcp_ecn=1), crescent on DCTCP, nftables
                     marking 3 % of ECN-capable packets CE both ways: ECN-setup SYN and
                     SYN-ACK, ECT(0) data, CE echoed each way, byte-exact.
@@ -616,7 +617,14 @@ while len(got) < 10:
 if got != b"in the SYN":
     raise RuntimeError(f"fast open: got {got!r}")
 t.close()
-print("ok: keepalive probes answered, SYN data echoed")
+# IPv4 options on every segment (Record Route, 12 bytes: IHL 8): steered and parsed past them.
+u = socket.socket()
+u.setsockopt(socket.IPPROTO_IP, socket.IP_OPTIONS, bytes([7, 11, 4] + [0] * 8 + [1]))
+u.settimeout(10)
+u.connect((host, port))
+echo(u, bytes(range(256)) * 12)
+u.close()
+print("ok: keepalive probes answered, SYN data echoed, IP options carried")
 """
 
 
