@@ -104,8 +104,9 @@ struct Harness {
     std::vector<ConnId> extra;   // accepted connections other than `conn`
     Peer peer;
     uint32_t mss = 1460;
+    uint16_t path_mss = 0;  // HostConfig::path_mss's answer for kPeer (0: none)
 
-    explicit Harness(const HostConfig& hc) : host(hc) {}
+    explicit Harness(const HostConfig& hc, uint16_t pm = 0) : host(hc), path_mss(pm) {}
 
     void check_segment(const OutSegment& s) {
         if (s.view_count > kMaxTxViews) fail("view_count > kMaxTxViews");
@@ -126,6 +127,13 @@ struct Harness {
         } else if (len > 1460) {
             fail("segment larger than the MSS without TSO");
         }
+        // A passive open from kPeer takes its MSS from the path (our listeners' only peer).
+        if (path_mss != 0 && s.dst == kPeer && s.repr.dst_port == kPeerPort &&
+            (s.tso_segsz != 0 ? s.tso_segsz : len) > path_mss)
+            fail("segment above the path's MSS");
+        if (path_mss != 0 && s.dst == kPeer && s.repr.has(wire::tcp_flags::SYN) && s.repr.opts.mss &&
+            *s.repr.opts.mss > path_mss)
+            fail("SYN-ACK offers more than the path's MSS");
         if (s.src != kUs) fail("segment from a foreign source address");
         // Serialise with the wire layer and parse it back.
         wire::Ipv4Repr ip;
@@ -287,12 +295,19 @@ void run(const uint8_t* data, size_t size) {
     hc.tcp.reassembly.max_segments = 32;
     hc.tcp.reassembly.max_bytes = 64u << 10;
     hc.secret = {0x1234, 0x5678};
-    Harness h(hc);
+    // One input in 16 has a route MTU to the peer (HostConfig::path_mss), the
+    // choice taken from the peer's ISN so that the input layout is unchanged.
+    const SeqNum peer_iss(r.u32());
+    uint16_t path_mss = 0;
+    if ((peer_iss.raw() & 0xf) == 0xf) {
+        path_mss = uint16_t(48 + (peer_iss.raw() >> 4) % 1400);
+        hc.path_mss = [path_mss](wire::Ipv4Addr peer) -> uint16_t { return peer == kPeer ? path_mss : 0; };
+    }
+    Harness h(hc, path_mss);
     if (h.host.listen(kPort, 4) != ListenResult::Ok) fail("listen");
     if (h.host.listen(kPort2, 1) != ListenResult::Ok) fail("listen on the second port");
 
     // Handshake: SYN -> SYN-ACK -> ACK, options as configured.
-    const SeqNum peer_iss(r.u32());
     wire::TcpRepr syn;
     syn.src_port = kPeerPort;
     syn.dst_port = kPort;
