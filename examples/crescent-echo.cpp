@@ -257,7 +257,8 @@ private:
                      "bytes_retransmitted=%llu fast_recoveries=%llu dupacks=%llu ooo_in=%llu "
                      "drops(window/paws/room/all)=%llu/%llu/%llu/%llu dsacks=%llu rescue=%llu undone(recovery/rto)=%llu/%llu "
                      "reordering=%u tlp(probes/recovered)=%llu/%llu rack_losses=%llu "
-                     "negotiated(ts/sack/ecn)=%d/%d/%d wscale(snd/rcv)=%u/%u ecn(ce_in/ece_in)=%llu/%llu\n",
+                     "negotiated(ts/sack/ecn)=%d/%d/%d wscale(snd/rcv)=%u/%u ecn(ce_in/ece_in)=%llu/%llu mss=%u "
+                     "mss_blackhole=%llu\n",
                      c.local().port, (long long)(x.srtt.count() / 1000), (long long)(x.rto.count() / 1000), x.cwnd,
                      x.ssthresh, (unsigned long long)x.segs_out, (unsigned long long)x.retrans_timeout,
                      (unsigned long long)x.retrans_fast, (unsigned long long)x.retrans_sack,
@@ -269,7 +270,8 @@ private:
                      (unsigned long long)x.undo_rtos, x.reordering, (unsigned long long)x.tlp_probes,
                      (unsigned long long)x.tlp_recoveries, (unsigned long long)x.rack_losses, int(x.ts_ok),
                      int(x.sack_ok), int(x.ecn_ok), unsigned(x.snd_wscale), unsigned(x.rcv_wscale),
-                     (unsigned long long)x.ecn_ce_received, (unsigned long long)x.ecn_ece_received);
+                     (unsigned long long)x.ecn_ce_received, (unsigned long long)x.ecn_ece_received, x.snd_mss,
+                     (unsigned long long)x.mss_blackhole);
     }
     uint64_t total_;
     bool conn_stats_;

@@ -106,6 +106,13 @@ struct ConnOptions {
     // a tail: off, a lost last segment waits for the RTO (5 ms floor; Linux's
     // is 200 ms).
     bool tail_loss_probe = true;
+    // Path MTU black holes: ICMP "fragmentation needed" stays with the kernel,
+    // so a path narrower than the interface (and no route `mtu` saying so)
+    // drops full-sized segments without a word. With this on, three
+    // consecutive timeouts with more than 512 bytes out halve the MSS (and
+    // three more halve it again, down to 512), as Linux does with
+    // tcp_mtu_probing=1; the MSS is not raised again on that connection.
+    bool mtu_blackhole = true;
     // Out-of-order data held for reassembly (RFC 9293 §3.10.7.4): at most
     // this many bytes and segments (a segment past either bound is dropped,
     // counted in ConnStats::drop_no_room, and retransmitted by the peer).
@@ -251,6 +258,11 @@ struct ConnStats {
     // \var ecn_ece_received
     // ACKs that carried ECN-Echo: the peer saw CE marks on what we sent.
     uint64_t ecn_ce_received = 0, ecn_ece_received = 0;
+    // \var mss_blackhole
+    // Times the MSS was halved after repeated timeouts with full-sized
+    // segments out: a path that drops large segments silently (a path MTU
+    // black hole; ConnOptions::mtu_blackhole). `snd_mss` is what is left.
+    uint64_t mss_blackhole = 0;
     uint32_t rx_queued = 0;                   // batch mode: bytes waiting for read()
 };
 

@@ -96,6 +96,7 @@ tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps) {
     c.nagle = o.nagle;
     c.retransmit_give_up = o.user_timeout;
     c.tlp = c.early_retransmit = c.rack = o.tail_loss_probe;
+    c.blackhole_timeouts = o.mtu_blackhole ? 3 : 0;
     c.ack_hold = std::chrono::microseconds(10);  // a reply or the train's end carries the ACK
     // A peer's ACK may then cover up to ack_hold_segments segments: let one
     // grow cwnd by up to half of that in slow start (1.5x per round trip at

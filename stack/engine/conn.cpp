@@ -290,6 +290,7 @@ ConnStats EngineImpl::conn_stats(uint32_t index, uint32_t gen) const {
     o.tlp_probes = x.tlp_probes;
     o.ecn_ce_received = x.ecn_ce_received;
     o.ecn_ece_received = x.ecn_ece_received;
+    o.mss_blackhole = x.mss_blackhole;
     o.retrans_probe = x.retrans_probe;
     o.tlp_recoveries = x.tlp_recoveries;
     o.rack_losses = x.rack_losses;

@@ -69,6 +69,9 @@ enum class EcnMode : uint8_t {
 };
 
 inline constexpr size_t kMaxTxViews = 16; // a segment spans at most this many send-queue slices
+// The MSS a path MTU black hole halves down to, and no further (Config::blackhole_timeouts;
+// Linux's first step with tcp_mtu_probing=1 and tcp_base_mss 1024 lands near it).
+inline constexpr uint32_t kBlackholeMss = 512;
 
 struct Config {
     // Our SMSS ceiling, from the path MTU (1500 - 20 - 20). Sent as the MSS
@@ -94,6 +97,14 @@ struct Config {
     // half-open connection (a SYN flood's, or a peer that vanished) goes
     // ~63 s after its SYN, as Linux's tcp_synack_retries = 5.
     uint32_t synack_retries = 5;
+    // Path MTU black holes (RFC 2923 §2.1, RFC 4821): ICMP "fragmentation
+    // needed" goes to the kernel, never to us, so a path that drops full-sized
+    // segments shows only as timeouts. After this many consecutive RTOs with
+    // more than kBlackholeMss bytes outstanding, and again after each as many
+    // more, the MSS is halved down to kBlackholeMss (Linux with
+    // tcp_mtu_probing=1 does the same after tcp_retries1 = 3 timeouts; it
+    // never probes back up here). 0 = off.
+    uint32_t blackhole_timeouts = 3;
 
     Duration time_wait = std::chrono::seconds(1);      // 2*MSL; up to 60 s for internet-facing use
     // Orphaned FIN-WAIT-2 after close() (not after shutdown_write()); 0 = wait forever.
@@ -348,6 +359,7 @@ struct Stats {
     uint64_t retrans_timeout = 0, retrans_fast = 0, retrans_sack = 0;
     uint64_t retrans_rescue = 0;                  // RFC 6675 §4 rule 4
     uint64_t rto_events = 0;
+    uint64_t mss_blackhole = 0;                   // MSS halvings after repeated timeouts (Config::blackhole_timeouts)
     uint64_t dupacks = 0;
     uint64_t fast_recoveries = 0;
     uint64_t undo_recoveries = 0;                 // fast recoveries proven spurious and undone

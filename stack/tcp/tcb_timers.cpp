@@ -54,6 +54,15 @@ void Tcb::on_rto(Instant now, Actions& out) {
         if (sack_ok_ && sb_.sacked_bytes() >= kDupThresh * snd_.mss) reordering_ = kDupThresh;
     }
     ++backoff_;
+    // Repeated timeouts with full-sized segments out: the path may drop what
+    // is larger than its MTU without telling us (Config::blackhole_timeouts).
+    // Not while probing a closed window: those timeouts are the peer's.
+    if (cfg_.blackhole_timeouts != 0 && backoff_ % cfg_.blackhole_timeouts == 0 && !probing &&
+        snd_.mss > kBlackholeMss && uint32_t(snd_.max - snd_.una) > kBlackholeMss) {
+        snd_.mss = std::max(kBlackholeMss, snd_.mss / 2);
+        cc_.set_mss(snd_.mss);
+        ++st_.mss_blackhole;
+    }
     rto_ = std::min<Duration>(rto_ * 2, cfg_.max_rto);      // RFC 6298 §5.5
     cc_.on_rto(uint32_t(snd_.max - snd_.una), now);          // RFC 5681 §3.1 eq. 4, cwnd = 1 MSS
     in_recovery_ = false;

@@ -31,7 +31,9 @@ Cases:
                     and as client (the client with 1 % loss); then the peer's MSS
                     lowered (its MTU 1280; a route's advmss 536): no segment above it;
                     then crescent's own route to the peer with mtu 1280: crescent's MSS
-                    option and its segments follow it, and so do the peer's.
+                    option and its segments follow it, and so do the peer's; last a
+                    black hole (the peer drops crescent's packets above 1200 bytes):
+                    crescent halves its MSS after repeated timeouts and completes.
   linux_quirks      a Linux client's keepalive probes (1 s apart, one unanswered probe
                     resets) across 4.5 s of idle time, its SYN carrying data (Fast
                     Open without a cookie), and IPv4 options (Record Route) on every
@@ -574,6 +576,27 @@ def case_peer_options(testbed):
             setup=[("a", ("ip", "route", "replace", f"{LINUX_IP}/32", "dev", bed.va, "mtu", "1280"))],
             undo=[("a", ("ip", "route", "del", f"{LINUX_IP}/32"))], max_payload=1280 - 40 - 12,
             max_payload_in=1280 - 40 - 12)
+        ok = ok and good
+        # A black hole: the Linux side drops every packet from crescent above 1200 bytes
+        # (nftables, input hook) and sends no ICMP (which would reach the kernel, not
+        # crescent, anyway). crescent must find it from its timeouts and halve its MSS,
+        # as server and as client.
+        hole = [("b", ("nft", "add", "table", "inet", "crescent_hole")),
+                ("b", ("nft", "add", "chain", "inet", "crescent_hole", "in",
+                       "{ type filter hook input priority 0; policy accept; }")),
+                ("b", ("nft", "add", "rule", "inet", "crescent_hole", "in", "ip", "saddr", CRESCENT_IP,
+                       "ip", "length", ">", "1200", "counter", "drop"))]
+        good, _, stats = peer_options_round(bed, "blackhole1200", {}, (), setup=hole)
+        counters = bed.run("b", "nft", "list", "table", "inet", "crescent_hole", timeout=10).stdout
+        bed.run("b", "nft", "delete", "table", "inet", "crescent_hole", timeout=10)
+        dropped = sum(int(n) for n in re.findall(r"counter packets (\d+)", counters))
+        halved = [int(st.get("mss_blackhole", "0")) for st in stats]
+        mss = [int(st.get("mss", "0")) for st in stats]
+        print(f"[blackhole1200] {dropped} packets from crescent dropped; the client's connections halved their "
+              f"MSS {halved} times, down to {mss}")
+        if dropped == 0 or not stats or min(halved) < 1 or max(mss) > 1200 - 40 - 12:
+            print("FAIL [blackhole1200]: crescent did not find the black hole and lower its MSS")
+            good = False
         ok = ok and good
         ok = ok and bed.no_leftovers("a", bed.va)
     return 0 if ok else 1
