@@ -289,6 +289,8 @@ int cmd_ss(const std::string& target, const std::string& filters) {
         // ECN marks seen each way (Linux's ss shows ecnseen; these count them).
         if (!m["ecn_ce_in"].empty() && m["ecn_ce_in"] != "0") extra += " ce_in:" + m["ecn_ce_in"];
         if (!m["ecn_ece_in"].empty() && m["ecn_ece_in"] != "0") extra += " ece_in:" + m["ecn_ece_in"];
+        // The MSS halved after repeated timeouts (ConnOptions::mtu_blackhole); mss: shows what is left.
+        if (!m["mss_blackhole"].empty() && m["mss_blackhole"] != "0") extra += " mss_blackhole:" + m["mss_blackhole"];
         std::printf("\t %s %s%s%swscale:%s rto:%.3f%s rtt:%.3f/%.3f mss:%s cwnd:%s ssthresh:%s bytes_sent:%s "
                     "bytes_retrans:%s bytes_acked:%s bytes_received:%s segs_out:%s segs_in:%s retrans:%s "
                     "unacked:%s snd_wnd:%s rcv_wnd:%s%s\n",

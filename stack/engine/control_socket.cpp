@@ -102,13 +102,14 @@ void conn_line(std::string& o, unsigned engine, const ConnSnapshot& c) {
                    "rttvar_us={} rto_us={} backoff={} bytes_in_flight={} snd_wnd={} rcv_wnd={} wscale={},{} sack={} ts={} "
                    "ecn={} bytes_acked={} bytes_received={} bytes_sent={} bytes_retrans={} segs_in={} "
                    "segs_out={} retrans={} rto_events={} fast_recoveries={} dupacks={} drops={} send_q={} "
-                   "recv_q={} reordering={} undone={} tlp_probes={} rack_losses={} ecn_ce_in={} ecn_ece_in={}\n",
+                   "recv_q={} reordering={} undone={} tlp_probes={} rack_losses={} ecn_ce_in={} ecn_ece_in={} "
+                   "mss_blackhole={}\n",
                    engine, c.state, ip_port(c.local_ip, c.local_port), ip_port(c.remote_ip, c.remote_port), c.cc,
                    c.mss, c.cwnd, c.ssthresh, c.srtt_us, c.rttvar_us, c.rto_us, c.backoff, c.bytes_in_flight, c.snd_wnd,
                    c.rcv_wnd, c.snd_wscale, c.rcv_wscale, int(c.sack), int(c.ts), int(c.ecn), c.bytes_acked,
                    c.bytes_received, c.bytes_sent, c.bytes_retrans, c.segs_in, c.segs_out, c.retrans, c.rto_events,
                    c.fast_recoveries, c.dupacks, c.drops, c.send_q, c.recv_q, c.reordering, c.undone, c.tlp_probes,
-                   c.rack_losses, c.ecn_ce_in, c.ecn_ece_in);
+                   c.rack_losses, c.ecn_ce_in, c.ecn_ece_in, c.mss_blackhole);
 }
 
 } // namespace

@@ -134,6 +134,7 @@ void StatsPublisher::publish_conns(const EngineImpl& e, int64_t mono_ns) {
         c.rack_losses = x.rack_losses;
         c.ecn_ce_in = x.ecn_ce_received;
         c.ecn_ece_in = x.ecn_ece_received;
+        c.mss_blackhole = x.mss_blackhole;
         c.reordering = x.reordering;
         c.drops = x.drop_not_acceptable + x.drop_paws + x.drop_bad_ack + x.drop_rst_invalid + x.drop_no_room +
                   x.drop_no_ack + x.drop_after_close;

@@ -80,6 +80,7 @@ struct ConnSnapshot {
     uint64_t rack_losses = 0;    // holes found lost by RACK's reordering window
     uint64_t ecn_ce_in = 0;      // ECN: data segments that arrived marked CE
     uint64_t ecn_ece_in = 0;     // ECN: ACKs that carried ECN-Echo
+    uint64_t mss_blackhole = 0;  // MSS halvings after repeated timeouts (a path MTU black hole)
     uint32_t reordering = 0;     // the duplicate-ACK threshold the path's reordering raised (3 if none)
     uint64_t send_q = 0;         // bytes queued, not yet acknowledged
     uint64_t recv_q = 0;         // batch mode: bytes received, not yet read()
