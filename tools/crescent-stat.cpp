@@ -282,15 +282,18 @@ int cmd_ss(const std::string& target, const std::string& filters) {
         // counters of spurious responses undone, tail loss probes and holes RACK's
         // reordering window found lost only when non-zero.
         std::string extra;
-        if (!m["reordering"].empty() && m["reordering"] != "3") extra += " reordering:" + m["reordering"];
-        if (!m["undone"].empty() && m["undone"] != "0") extra += " undone:" + m["undone"];
-        if (!m["tlp_probes"].empty() && m["tlp_probes"] != "0") extra += " tlp_probes:" + m["tlp_probes"];
-        if (!m["rack_losses"].empty() && m["rack_losses"] != "0") extra += " rack_losses:" + m["rack_losses"];
+        auto unless = [&](const char* key, const char* usual, const char* label) {
+            if (!m[key].empty() && m[key] != usual) extra += std::string(" ") + label + ":" + m[key];
+        };
+        unless("reordering", "3", "reordering");
+        unless("undone", "0", "undone");
+        unless("tlp_probes", "0", "tlp_probes");
+        unless("rack_losses", "0", "rack_losses");
         // ECN marks seen each way (Linux's ss shows ecnseen; these count them).
-        if (!m["ecn_ce_in"].empty() && m["ecn_ce_in"] != "0") extra += " ce_in:" + m["ecn_ce_in"];
-        if (!m["ecn_ece_in"].empty() && m["ecn_ece_in"] != "0") extra += " ece_in:" + m["ecn_ece_in"];
+        unless("ecn_ce_in", "0", "ce_in");
+        unless("ecn_ece_in", "0", "ece_in");
         // The MSS halved after repeated timeouts (ConnOptions::mtu_blackhole); mss: shows what is left.
-        if (!m["mss_blackhole"].empty() && m["mss_blackhole"] != "0") extra += " mss_blackhole:" + m["mss_blackhole"];
+        unless("mss_blackhole", "0", "mss_blackhole");
         std::printf("\t %s %s%s%swscale:%s rto:%.3f%s rtt:%.3f/%.3f mss:%s cwnd:%s ssthresh:%s bytes_sent:%s "
                     "bytes_retrans:%s bytes_acked:%s bytes_received:%s segs_out:%s segs_in:%s retrans:%s "
                     "unacked:%s snd_wnd:%s rcv_wnd:%s%s\n",

@@ -110,20 +110,22 @@ tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps) {
     return c;
 }
 
-uint16_t path_mss(NextHop* nh, wire::Ipv4Addr peer, uint16_t mss) {
-    const uint32_t mtu = nh != nullptr ? nh->path_mtu(peer) : 0;
-    if (mtu == 0) return mss;
-    // Linux's floor for an MSS taken from a route (tcp_min_snd_mss, 48).
-    const uint32_t m = mtu > wire::kIpv4HeaderLen + 20 + 48 ? mtu - wire::kIpv4HeaderLen - 20 : 48;
-    return uint16_t(std::min<uint32_t>(m, mss));
+namespace {
+// The MSS a route's MTU allows (0: the route sets none), no lower than
+// Linux's floor for an MSS (tcp_min_snd_mss, 48).
+uint16_t mss_of_route_mtu(uint32_t mtu) {
+    if (mtu == 0) return 0;
+    const uint32_t headers = wire::kIpv4HeaderLen + 20;
+    return uint16_t(std::min<uint32_t>(mtu > headers + 48 ? mtu - headers : 48, UINT16_MAX));
 }
+} // namespace
 
 tcp::HostConfig host_config(const EngineParams& p) {
     tcp::HostConfig hc;
     hc.local_ip = p.ip;
     hc.tcp = tcp_config(p.cfg.conn, p.dev ? p.dev->caps() : DeviceCaps{});
     if (p.nexthop != nullptr)
-        hc.path_mss = [nh = p.nexthop, mss = hc.tcp.mss](wire::Ipv4Addr peer) { return path_mss(nh, peer, mss); };
+        hc.path_mss = [nh = p.nexthop](wire::Ipv4Addr peer) { return mss_of_route_mtu(nh->path_mtu(peer)); };
     hc.secret = p.secret;
     hc.syn_cookies = p.cfg.syn_cookies;
     hc.max_connections = p.cfg.max_connections;

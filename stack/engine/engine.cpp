@@ -154,7 +154,6 @@ ConnectStatus EngineImpl::connect(Endpoint remote, Handler& h, Conn* out, const 
     const ConnOptions& o = opts ? *opts : p_.cfg.conn;
     if (opts && !check_conn_options(*opts, nullptr)) return ConnectStatus::InvalidArgument;
     tcp::Config cfg = tcp_config(o, caps_);
-    cfg.mss = path_mss(nexthop_, wire::Ipv4Addr{remote.ip.v}, cfg.mss);
     const uint32_t span = local_port != 0 ? 1 : uint32_t(port_hi_ - port_lo_) + 1;
     for (uint32_t i = 0; i < span; ++i) {
         uint16_t lport = local_port != 0 ? local_port : uint16_t(port_lo_ + (port_cursor_++ % span));

@@ -76,8 +76,6 @@ std::unique_ptr<Engine> make_engine(const EngineParams& p);
 // TCP config for connections on a device with `caps` (MSS from the MTU; TSO
 // when the device can take it).
 tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps);
-// `mss` capped by the route to `peer` when the route sets an MTU (NextHop::path_mtu).
-uint16_t path_mss(NextHop* nh, wire::Ipv4Addr peer, uint16_t mss);
 // The TCP host of an engine: its address, connection defaults and limits.
 tcp::HostConfig host_config(const EngineParams& p);
 

@@ -292,24 +292,22 @@ struct Host::Impl {
         arm(i);  // a retransmitted FIN restarts 2*MSL
     }
 
-    // The connection defaults for a passive open from `peer`, its MSS capped by
-    // the path (HostConfig::path_mss).
-    uint16_t passive_mss(Ipv4Addr peer) const {
+    // `mss` capped by what the path to `peer` carries (HostConfig::path_mss).
+    uint16_t mss_for(Ipv4Addr peer, uint16_t mss) const {
         const uint16_t m = cfg.path_mss ? cfg.path_mss(peer) : 0;
-        return m != 0 && m < cfg.tcp.mss ? m : cfg.tcp.mss;
-    }
-    uint32_t new_passive(const Endpoints& ep) {
-        const uint16_t mss = passive_mss(ep.remote_ip);
-        if (mss == cfg.tcp.mss) return new_conn(ep, cfg.tcp);
-        Config c = cfg.tcp;
-        c.mss = mss;
-        return new_conn(ep, c);
+        return m != 0 && m < mss ? m : mss;
     }
 
     uint32_t new_conn(const Endpoints& ep, const Config& c) {
         uint32_t i = alloc_slot();
         Slot& s = slots[i];
-        s.tcb = std::make_unique<Tcb>(c, id_of(i), ep);
+        if (const uint16_t mss = mss_for(ep.remote_ip, c.mss); mss != c.mss) {
+            Config capped = c;
+            capped.mss = mss;
+            s.tcb = std::make_unique<Tcb>(capped, id_of(i), ep);
+        } else {
+            s.tcb = std::make_unique<Tcb>(c, id_of(i), ep);
+        }
         s.key = tuple_key(ep.remote_ip, ep.remote_port, ep.local_port);
         map.insert(s.key, i);
         ++live;
@@ -370,7 +368,7 @@ struct Host::Impl {
                         p.ts_ok = true;
                     }
                     Endpoints ep{cfg.local_ip, src, seg.dst_port, seg.src_port};
-                    uint32_t i = new_passive(ep);
+                    uint32_t i = new_conn(ep, cfg.tcp);
                     slots[i].listener = seg.dst_port;
                     ++l.pending;
                     size_t ev = out.events.size();
@@ -414,7 +412,7 @@ struct Host::Impl {
             return;
         }
         Endpoints ep{cfg.local_ip, src, seg.dst_port, seg.src_port};
-        uint32_t i = new_passive(ep);
+        uint32_t i = new_conn(ep, cfg.tcp);
         slots[i].listener = seg.dst_port;
         ++l.pending;
         ++stats.accepted;
@@ -439,7 +437,7 @@ struct Host::Impl {
         r.ack = syn.seq + 1;
         r.flags = SYN | ACK;
         r.window = uint16_t(std::min<uint32_t>(c.rcv_buf, 0xffff));
-        r.opts.mss = passive_mss(src);
+        r.opts.mss = mss_for(src, c.mss);
         if (syn.opts.ts && c.timestamps) {
             uint8_t ws = 0xf;
             if (c.window_scale && syn.opts.wscale) {

@@ -37,11 +37,11 @@ struct HostConfig {
     uint32_t max_connections = 1u << 20;   // hard bound on live TCBs (incl. TIME-WAIT)
     // Rate limit of RSTs sent for segments to closed/unknown ports, per second (0 = unlimited).
     uint32_t rst_rate_limit = 0;
-    // The MSS a passive open uses with `peer` (our MSS option and the ceiling
-    // of what we send), when the path to it carries less than tcp.mss: a
-    // route's mtu metric ("ip route add ... mtu 1400"), as Linux takes it
-    // (tcp_mss_clamp / dst_metric_advmss). 0, or no function: tcp.mss.
-    // Asked once per SYN (and per SYN cookie), never on the data path.
+    // The MSS the path to `peer` carries (a route's mtu metric, "ip route add
+    // ... mtu 1400", less the headers), 0 when nothing says: every connection
+    // with `peer`, opened either way, uses at most this as its MSS option and
+    // the ceiling of what it sends, as Linux takes dst_metric_advmss. Asked
+    // once per connect(), SYN and SYN cookie, never on the data path.
     std::function<uint16_t(Ipv4Addr peer)> path_mss;
 };
 

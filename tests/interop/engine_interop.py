@@ -433,12 +433,13 @@ def conn_fields(text):
     return out
 
 
-def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(), client_extra=(), setup=(),
-                       undo=(), max_payload=None, max_payload_in=None):
+def peer_options_round(bed, label, sysctls, absent, cc="newreno", setup=(), undo=(), max_payload=None,
+                       max_payload_in=None):
     """One option set: sysctls in B and `setup` commands ((namespace, argv) pairs), capture on
     B's veth, Linux client -> crescent server, then crescent client -> kernel-echo; `undo`
     afterwards. With max_payload (max_payload_in), no segment from (to) crescent may carry
     more. Returns (ok, the capture's joined lines, the client's conn stats)."""
+    saved = {k: bed.run("b", "sysctl", "-n", k, check=True).stdout.strip() for k in sysctls}
     for k, v in sysctls.items():
         bed.run("b", "sysctl", "-q", "-w", f"{k}={v}", check=True)
     for which, cmd in setup:
@@ -448,7 +449,7 @@ def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(
                      "tcp", "port", "7")
     time.sleep(1.5)
     ok = True
-    srv = crescent_server(bed, "a", bed.va, extra=("--cc", cc) + tuple(server_extra))
+    srv = crescent_server(bed, "a", bed.va, extra=("--cc", cc))
     if not bed.wait_port("b", CRESCENT_IP, 7):
         print(f"FAIL [{label}]: crescent-echo did not come up:", stop(srv, "crescent-echo")[1][-2000:])
         stop(dump, "tcpdump")
@@ -466,7 +467,7 @@ def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(
         stop(dump, "tcpdump")
         return False, [], []
     c = crescent_client(bed, "a", bed.va, LINUX_IP, 4, 2 << 20, cc=cc, timeout=240,
-                        extra=("--impair", "loss=1,seed=7") + tuple(client_extra))
+                        extra=("--impair", "loss=1,seed=7"))
     print(f"[{label}] crescent client -> kernel-echo, 4 x 2 MiB, 1 % loss:")
     report(c)
     ok = ok and c.returncode == 0 and '"ok":true' in c.stdout
@@ -522,8 +523,8 @@ def peer_options_round(bed, label, sysctls, absent, cc="newreno", server_extra=(
         else:
             print(f"[{label}] {who} largest segment payload: {max(sizes)} (at most {limit})")
     print(f"[{label}] capture: {len(lines)} segments, {len(synacks)} SYN-ACKs from crescent")
-    for k in sysctls:  # back to the namespace's defaults for the next set
-        bed.run("b", "sysctl", "-q", "-w", f"{k}={1 if 'ecn' not in k else 2}", check=False)
+    for k, v in saved.items():  # as they were, for the next set
+        bed.run("b", "sysctl", "-q", "-w", f"{k}={v}", check=False)
     for which, cmd in undo:
         bed.run(which, *cmd, check=False)
     return ok, lines, stats

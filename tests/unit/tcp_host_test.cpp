@@ -268,7 +268,7 @@ TEST_CASE("RFC 4987 §3.6 SYN cookies when the backlog is full", "[tcp][host][sy
     CHECK(h.find(*c)->stats().snd_mss == 1460);
 }
 
-TEST_CASE("Host: a passive open takes its MSS from the path (HostConfig::path_mss), cookies too", "[tcp][host][mss]") {
+TEST_CASE("Host: every open takes its MSS from the path (HostConfig::path_mss), cookies too", "[tcp][host][mss]") {
     crescent::test::ZbufArenaFixture arena;
     constexpr Ipv4Addr kC{0x0a000003};
     HostConfig cfg = host_cfg(kA);
@@ -314,7 +314,14 @@ TEST_CASE("Host: a passive open takes its MSS from the path (HostConfig::path_ms
     CHECK(adv == 1240);
     REQUIRE(cookie);
     CHECK(h.find(*cookie)->stats().snd_mss == 1240);
-    CHECK(asked >= 3);
+    // An active open takes it too: the SYN's MSS option.
+    Actions out;
+    ConnId id;
+    REQUIRE(h.connect(kB, 9000, 40000, now, out, &id) == ConnectResult::Ok);
+    REQUIRE(out.segments.size() == 1);
+    REQUIRE(out.segments[0].repr.opts.mss);
+    CHECK(*out.segments[0].repr.opts.mss == 1240);
+    CHECK(asked >= 4);
 }
 
 TEST_CASE("RFC 6528 ISN: keyed per 4-tuple, advancing with a 4 us clock", "[tcp][host][isn]") {
