@@ -276,7 +276,7 @@ struct Channel::Impl final : StreamHandler {
         sl.method = method;
         sl.ms = &methods_of(method);
         sl.ever_sent = false;
-        sl.started = e.now();
+        sl.started = e.event_time();
         sl.deadline = sl.started + (deadline.count() > 0 ? deadline : o.deadline);
         sl.done = std::move(done);
         ++outstanding;
@@ -441,7 +441,7 @@ struct Channel::Impl final : StreamHandler {
         ++sl.gen;
         free_slots.push_back(idx);
         --outstanding;
-        Instant now = e.now();
+        Instant now = e.event_time();
         Duration lat = now - sl.started;
         MethodStats& ms = *sl.ms;
         ms.record_status(uint32_t(status));

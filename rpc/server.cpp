@@ -306,7 +306,7 @@ std::vector<MethodStats> Server::method_stats() const {
 bool Server::finish(Call& c, Status st, std::span<const std::byte> meta, std::span<Slice> data, bool error) {
     Method& md = methods_[c.method_slot_];
     md.stats.record_status(uint32_t(st));
-    Instant now = e_.now();
+    Instant now = e_.now();  // a read per reply: the handler's own time counts (event_time() would make it 0)
     md.stats.latency.record(uint64_t(std::max<int64_t>(0, (now - c.received_).count())));
     Stream* s = c.stream_.get();
     auto* ss = s ? static_cast<Session*>(s->user()) : nullptr;

@@ -681,6 +681,15 @@ public:
     // or the return of the epoll wait whose events are being handled. What
     // "received" means for anything handed over now, and free (no clock read).
     Instant loop_time() const;
+    // The time of the event being handled, without a clock read where that is
+    // possible: loop_time() while the loop dispatches what it polled (frames,
+    // timers, fd events: every callback of run() or poll_once()), now()
+    // outside it (set-up before run(), code between poll_once() calls). What
+    // an rpc::Channel call's start and its reply's arrival are stamped with:
+    // a TSC read costs ~17 ns on the test machine, two of them a call
+    // (BENCHMARKS.md, session 42). A stamp is then up to one burst's handling
+    // early: a call made late in a long burst counts that handling too.
+    Instant event_time() const;
     unsigned core() const;          // zbuf core id of this engine
     unsigned index() const;         // engine index in its runtime (0..n-1)
     DispatchMode dispatch_mode() const;  // EngineConfig::mode

@@ -204,6 +204,7 @@ void EngineImpl::poll_fds(Duration timeout) {
     ++st_.epoll_waits;
     if (n <= 0) return;
     loop_now_ = clock_.now();  // the wait may have slept
+    const Dispatching dispatching(dispatching_);
     st_.epoll_events += uint64_t(n);
     for (int i = 0; i < n; ++i) {
         auto it = fds_.find(evs[i].data.fd);
@@ -219,6 +220,7 @@ size_t EngineImpl::poll_once() {
     size_t work = 0;
     Instant now = clock_.now();
     loop_now_ = now;
+    const Dispatching dispatching(dispatching_);
     uint16_t n = dev_->rx_burst(rx_pkts_.data(), p_.cfg.burst);
     PhaseTimer& phases = phases_;
     if (n) {
@@ -692,6 +694,7 @@ void Engine::stop() { impl_->stop(); }
 bool Engine::stopping() const { return impl_->stopping(); }
 Instant Engine::now() const { return impl_->now(); }
 Instant Engine::loop_time() const { return impl_->loop_time(); }
+Instant Engine::event_time() const { return impl_->event_time(); }
 unsigned Engine::core() const { return impl_->core(); }
 unsigned Engine::index() const { return impl_->index(); }
 DispatchMode Engine::dispatch_mode() const { return impl_->dispatch_mode(); }

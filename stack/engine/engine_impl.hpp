@@ -113,6 +113,7 @@ public:
     bool stopping() const { return stop_.load(std::memory_order_relaxed); }
     Instant now() const { return clock_.now(); }
     Instant loop_time() const { return loop_now_; }
+    Instant event_time() const { return dispatching_ ? loop_now_ : clock_.now(); }
     unsigned core() const { return p_.core; }
     unsigned index() const { return p_.index; }
     DispatchMode dispatch_mode() const { return p_.cfg.mode; }
@@ -404,6 +405,19 @@ private:
     bool reply_at_once_ = false;  // EngineConfig::reply_at_once, in inline mode (send_now.cpp)
     bool at_last_frame_ = false;  // rx(): the burst's last frame is being handled (and reply_at_once_)
     Instant loop_now_{};          // Engine::loop_time(): set where the loop polls for input
+    bool dispatching_ = false;    // loop_now_ is the time of what is being handled (event_time())
+    // Sets dispatching_ for a scope: the loop's handling of what it polled.
+    class Dispatching {
+    public:
+        explicit Dispatching(bool& flag) : flag_(flag), was_(flag) { flag_ = true; }
+        ~Dispatching() { flag_ = was_; }
+        Dispatching(const Dispatching&) = delete;
+        Dispatching& operator=(const Dispatching&) = delete;
+
+    private:
+        bool& flag_;
+        bool was_;
+    };
     uint32_t phase_countdown_ = 1;  // RX iterations until the next one timed (EngineStats::phase_ns)
     Instant last_fd_poll_{};      // when poll_once() last polled the epoll set (fd_poll_interval)
 

@@ -77,6 +77,7 @@ void EngineImpl::run_kernel() {
         size_t work = 0;
         Instant now = clock_.now();
         loop_now_ = now;
+        const Dispatching dispatching(dispatching_);
         if (wheel_.pending()) {
             size_t ran = wheel_.advance(now);
             st_.timers_fired += ran;

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -618,7 +619,7 @@ TEST_CASE("engine: connect to a closed port is refused", "[engine][ring]") {
     CHECK(eb->stats().tcp_rst_sent >= 1);
 }
 
-TEST_CASE("engine: app timers fire on the wheel, in order, and can be cancelled", "[engine][ring]") {
+TEST_CASE("engine: app timers fire on the wheel, in order, and can be cancelled; event_time()", "[engine][ring]") {
     REQUIRE(env().ok);
     zbuf::CoreScope core(0);
     Env& e = env();
@@ -635,7 +636,13 @@ TEST_CASE("engine: app timers fire on the wheel, in order, and can be cancelled"
     auto en = engine::make_engine(p);
     std::vector<int> order;
     const Instant t0 = en->now();
-    en->add_timer(std::chrono::milliseconds(3), [&] { order.push_back(3); });
+    // event_time() inside the loop: the poll's time, not a fresh read.
+    Instant loop_at_3{}, event_at_3{};
+    en->add_timer(std::chrono::milliseconds(3), [&] {
+        order.push_back(3);
+        loop_at_3 = en->loop_time();
+        event_at_3 = en->event_time();
+    });
     en->add_timer(std::chrono::milliseconds(1), [&] { order.push_back(1); });
     TimerId t2 = en->add_timer(std::chrono::milliseconds(2), [&] { order.push_back(2); });
     CHECK(en->cancel_timer(t2));
@@ -647,6 +654,13 @@ TEST_CASE("engine: app timers fire on the wheel, in order, and can be cancelled"
     // loop_time(): the last poll's start, at least 3 ms (the last timer) after t0, not ahead of now.
     CHECK(en->loop_time() - t0 >= std::chrono::milliseconds(3));
     CHECK(en->loop_time() <= en->now());
+    CHECK(event_at_3 == loop_at_3);
+    // Outside the loop (between poll_once() calls): the clock.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const Instant before = en->now();
+    const Instant ev = en->event_time();
+    CHECK(ev >= before);
+    CHECK(ev - en->loop_time() >= std::chrono::milliseconds(2));
 }
 
 namespace {

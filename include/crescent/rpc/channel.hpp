@@ -60,8 +60,11 @@ struct Reply {
     std::span<const std::byte> meta;   // the response's metadata (empty on errors)
     std::span<Slice> data;             // zero-copy response data
     std::string_view error;            // why, when status != Ok (server's reason or the local cause)
-    Duration latency{0};               // from call() to now
-    Instant at;                        // now: when the channel took the outcome (saves a clock read)
+    // From call() to the outcome, both stamped with Engine::event_time(): a
+    // reply's arrival is the poll that brought it, a call's start the poll
+    // whose handling made it (or the clock, for a call made outside the loop).
+    Duration latency{0};
+    Instant at;                        // when the outcome came (event_time(); saves a clock read)
 };
 // Run exactly once per accepted call, on the engine thread from the engine
 // loop (never inside call()), with the outcome; the Reply dies when it returns.
