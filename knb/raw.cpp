@@ -12,7 +12,12 @@
 //   RawHdr    magic, queue, slot, length, part/parts, sequence number, TSC at send
 //             (host order: both ends run on the same machine)
 //   payload   kPattern from offset ((seq + part) mod 256): intact only if every byte is
-// The reflector swaps the MACs and changes nothing else.
+// The reflector swaps the MACs and changes nothing else. With --touch it
+// also reads every byte of every frame it receives first, as any receiver
+// that verifies a checksum or reads its data must: on veth the next frames'
+// copies into those buffers (the sender's kernel, on the sender's CPU) then
+// find the lines in the reflector's cache, which a stream of large frames pays
+// for (BENCHMARKS.md, session 42). The pinger checks every byte it receives.
 //
 // Messages (--split): a --size larger than the bed's largest frame goes as
 // `parts` frames of one sequence number, and the reflector holds them until
@@ -134,16 +139,17 @@ struct RawOptions {
     std::string file_prefix;
     std::string cpus;
     uint32_t idle_sleep_us = 0;   // 0: spin
+    bool touch = false;           // reflect: read every byte of each frame received (ping does anyway)
     rte_ether_addr peer{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
 };
 
 const char* kUsage =
     "usage: knb raw reflect (--iface IF | --eal \"ARGS\") [--queues N (1)] [--duration S (until SIGINT/SIGTERM)]\n"
-    "                       [--file-prefix P] [--cpus LIST] [--idle-sleep-us N]\n"
+    "                       [--file-prefix P] [--cpus LIST] [--idle-sleep-us N] [--touch]\n"
     "       knb raw ping    (--iface IF | --eal \"ARGS\") [--size N (64)] [--iodepth D (1)] [--queues N (1)]\n"
     "                       [--duration S (3)] [--warmup S (1)] [--timeout-ms T (200)] [--peer-mac M (broadcast)]\n"
     "                       [--fit-mtu | --split] [--bed NAME] [--json FILE] [--file-prefix P] [--cpus LIST]\n"
-    "                       [--resp-size N] [--idle-sleep-us N]\n"
+    "                       [--resp-size N] [--idle-sleep-us N] [--touch]\n"
     "Frames of ethertype 0x88B5 between two DPDK processes, no TCP: the packet round-trip limit of the bed.\n"
     "--size is the frame length with its Ethernet header (60..MTU+14); --fit-mtu lowers a larger --size to\n"
     "MTU+14 (said on stderr; the JSON has size, size_asked and capped); --split sends a larger --size as a\n"
@@ -154,7 +160,9 @@ const char* kUsage =
     "messages) are kept in flight per queue; memif queue i of one side meets queue i of the other. --iface\n"
     "uses AF_XDP with the PMD's own XDP program (every frame of the queue goes to DPDK). --idle-sleep-us N:\n"
     "after 1000 empty polls each loop naps N us per empty poll (as crescent's engines do), so that busy\n"
-    "processes can share CPUs (default: spin).\n"
+    "processes can share CPUs (default: spin). --touch: the reflector reads every byte of every frame it\n"
+    "receives before answering, as a receiver that checksums or reads its data must (the pinger checks every\n"
+    "byte it receives anyway; it accepts --touch so that one set of flags serves both).\n"
     "Exit: 0 ok, 1 the run failed, 2 bad options.\n";
 
 struct BadArgs {
@@ -240,6 +248,8 @@ std::string parse(int argc, char** argv, RawOptions* o) {
             if (!parse_u64(v, 1, 1000000, &n))
                 return "--idle-sleep-us: '" + std::string(v) + "' is not a number in 1..1000000";
             o->idle_sleep_us = uint32_t(n);
+        } else if (f == "--touch") {
+            o->touch = true;
         } else if (f == "--cpus") {
             if (!(v = value())) return need(v);
             if (!cpu_list_ok(v)) return "--cpus: '" + std::string(v) + "' is not a CPU list like 0-1 or 2,3";
@@ -356,6 +366,9 @@ struct ReflectLoop {
     uint64_t tx_dropped = 0; // the TX batch was full: freed
     uint64_t held_dropped = 0; // frames of messages that never completed, freed to bound `held`
     uint64_t unanswerable = 0; // --resp-size asked for an answer the completing frame cannot carry
+    bool touch = false;        // RawOptions::touch
+    uint64_t touched = 0;      // frames read in full (--touch)
+    uint64_t touch_sum = 0;    // what reading them summed (printed, so the reads stay)
     // One iteration that received frames in kPhaseSampleEvery is timed, as
     // crescent's engines time theirs (EngineStats::phase_ns): TSC ticks in the
     // poll that found them, the reflecting, and the flush.
@@ -420,6 +433,23 @@ struct ReflectLoop {
         }
     }
 
+    // --touch: every byte of the frame, 8 at a time (the loads a checksum makes).
+    void read_all(const rte_mbuf* m) {
+        for (const rte_mbuf* s = m; s != nullptr; s = s->next) {
+            const auto* p = rte_pktmbuf_mtod(s, const uint8_t*);
+            uint64_t acc = 0;
+            uint16_t k = 0;
+            for (; k + 8 <= s->data_len; k += 8) {
+                uint64_t v;
+                std::memcpy(&v, p + k, sizeof v);
+                acc += v;
+            }
+            for (; k < s->data_len; ++k) acc += p[k];
+            touch_sum += acc;
+        }
+        ++touched;
+    }
+
     void run() {
         q->bind_to_current_thread();
         std::array<rte_mbuf*, kBurst> pkts;
@@ -442,6 +472,7 @@ struct ReflectLoop {
                     rte_pktmbuf_free(m);
                     continue;
                 }
+                if (touch) read_all(m);
                 RawHdr h;
                 if (m->data_len >= kHdrEnd) {
                     std::memcpy(&h, rte_pktmbuf_mtod_offset(m, const uint8_t*, RTE_ETHER_HDR_LEN), sizeof h);
@@ -757,10 +788,13 @@ int run_reflect(const RawOptions& o) {
         l->mac = d.port->mac();
         l->end_tsc = o.duration > 0 ? t0 + uint64_t(o.duration * double(rte_get_tsc_hz())) : 0;
         l->nap.sleep_us = o.idle_sleep_us;
+        l->touch = o.touch;
         loops.push_back(std::move(l));
     }
     run_loops(loops, d.lcores);
     const double secs = double(rte_rdtsc() - t0) / double(rte_get_tsc_hz());
+    uint64_t touched = 0, touch_sum = 0;
+    for (const auto& l : loops) touched += l->touched, touch_sum += l->touch_sum;
     uint64_t reflected = 0, ignored = 0, dropped = 0, unfinished = 0, unanswerable = 0, samples = 0;
     std::array<uint64_t, 3> phase_tsc{};
     std::string per_queue;
@@ -781,6 +815,9 @@ int run_reflect(const RawOptions& o) {
                 "frame; device imissed %" PRIu64 " rx_nombuf %" PRIu64 "\n",
                 reflected, secs, per_queue.c_str(), ignored, dropped, unfinished, unanswerable, ps.dev.imissed,
                 ps.dev.rx_nombuf);
+    if (o.touch)
+        std::printf("knb raw reflect: --touch: %" PRIu64 " frames read in full before answering (sum %016" PRIx64 ")\n",
+                    touched, touch_sum);
     if (samples != 0) {
         // As crescent's engines' EngineStats::phase_ns: the device's share of a turn, beside the stack's.
         const double ns_per_tsc = 1e9 / double(rte_get_tsc_hz()) / double(samples);

@@ -1,7 +1,7 @@
 // knb raw — the packet round-trip limit of a test bed, without TCP (issue 10,
 // "Test beds and the limits").
 //
-//   knb raw reflect (--iface IF | --eal "ARGS") [--queues N] [--duration S] [--idle-sleep-us N]
+//   knb raw reflect (--iface IF | --eal "ARGS") [--queues N] [--duration S] [--idle-sleep-us N] [--touch]
 //   knb raw ping    (--iface IF | --eal "ARGS") [--size N] [--iodepth D] [--queues N]
 //                   [--duration S] [--warmup S] [--fit-mtu] [--idle-sleep-us N] [--json FILE]
 //

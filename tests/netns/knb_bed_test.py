@@ -309,6 +309,14 @@ def raw_run(b, size, iodepth, queues, ping_first, tag, extra=(), frame=None, par
         # One frame per message: no more than were sent, whole messages' worth.
         check(reflected * (parts or 1) <= j["sent"], f"{tag}: one frame back per message ({reflected} for "
               f"{j['sent']} frames sent in messages of {parts or 1})")
+    tm = re.search(r"knb raw reflect: --touch: (\d+) frames read in full", rout)
+    if "--touch" in extra:
+        # Every frame of every answered message was read before the answer went.
+        check(tm is not None and int(tm.group(1)) >= (parts or 1) * j["round_trips"],
+              f"{tag}: --touch: the reflector read {tm.group(1) if tm else 'no'} frames in full, at least "
+              f"{parts or 1} x {j['round_trips']}")
+    else:
+        check(tm is None, f"{tag}: without --touch the reflector reads no frame in full")
     pm = PING_RE.search(out)
     check(pm is not None, f"{tag}: one result line")
     per_q = [int(x) for x in pm.group(3).split()]
@@ -329,8 +337,10 @@ def case_raw(kind):
             # A 4 KiB request's three frames, answered as a whole (the multi-frame RPC's limit).
             j = raw_run(b, 4198, 2, 1, False, f"{kind}-split", extra=["--split"], frame=1514, parts=3)
             seen.append(f"4198 B as 3 frames qd2: {j['rps']:.0f} rps p50 {j['p50_us']} us")
-            # A one-way stream's limit: the same message answered by one 166 B frame.
-            j = raw_run(b, 4198, 2, 1, False, f"{kind}-resp", extra=["--split"], frame=1514, parts=3, resp=166)
+            # A one-way stream's limit: the same message answered by one 166 B frame, the reflector
+            # reading every frame first (--touch, as a receiver that checksums its data).
+            j = raw_run(b, 4198, 2, 1, False, f"{kind}-resp", extra=["--split", "--touch"], frame=1514, parts=3,
+                        resp=166)
             seen.append(f"4198 B as 3 frames answered by 166 B qd2: {j['rps']:.0f} rps")
             if kind == "memif":
                 j = raw_run(b, 4198, 4, 1, False, f"{kind}-fit-mtu", extra=["--fit-mtu"], frame=1514)
