@@ -357,17 +357,27 @@ TEST_CASE("rpc: at depth 1 the reply and the next call leave from inside the cal
     const uint64_t now_a0 = bed.a().stats().tx_sent_now, now_b0 = bed.b().stats().tx_sent_now;
     constexpr uint64_t kCalls = 200;
     uint64_t done = 0, ok = 0;
+    // Engine::event_time(): a reply is stamped with the poll that brought it,
+    // and a call a continuation makes with the same poll, so each chained
+    // call's latency is exactly the time between the two polls.
+    uint64_t at_poll = 0, chained = 0;
+    Instant prev_at{};
     std::function<void(uint64_t)> call = [&](uint64_t id) {
         auto data = make_data(id, 64);
         REQUIRE(ch.call(kEcho, {}, data, [&, id](rpc::Reply& r) {
             ++done;
             if (r.status == rpc::Status::Ok && check_data(id, r.data, 64)) ++ok;
+            at_poll += r.at == bed.a().loop_time();
+            chained += id > 0 && r.latency == r.at - prev_at;
+            prev_at = r.at;
             if (id + 1 < kCalls) call(id + 1);
         }) == rpc::Status::Ok);
     };
     call(0);  // outside any callback: leaves with the loop's output
     REQUIRE(bed.run_until([&] { return done == kCalls; }, 20s));
     CHECK(ok == done);
+    CHECK(at_poll == kCalls);
+    CHECK(chained == kCalls - 1);
     bed.run_for(10ms);
     CHECK(bed.b().stats().tx_sent_now - now_b0 == kCalls);      // every reply
     CHECK(bed.a().stats().tx_sent_now - now_a0 == kCalls - 1);  // every call a continuation made
