@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -179,6 +180,7 @@ void write_document(const Sweep& sw, const Results& res) {
         d += num;
     }
     if (sw.kernel_rto_min != 0) d += ",\"kernel_rto_min_ms\":" + std::to_string(sw.kernel_rto_min);
+    if (!sw.raw_args.empty()) d += ",\"raw_args\":\"" + json_escape(sw.raw_args) + "\"";
     // A --repeat sweep's run documents say their round; a --loss sweep's, how they lost frames.
     auto doc_of = [&](const Point& p) {
         if (p.doc.empty() || p.doc[0] != '{') return p.doc;
@@ -315,6 +317,19 @@ void print_ceiling(const Sweep& sw, const Results& res, const RunIndex& idx) {
     }
 }
 
+namespace {
+
+// --raw-args holds --touch: the reflector read every frame it answered.
+bool raw_touch(const Sweep& sw) {
+    std::istringstream in(sw.raw_args);
+    std::string tok;
+    while (in >> tok)
+        if (tok == "--touch") return true;
+    return false;
+}
+
+} // namespace
+
 // Each crescent variant against the raw limit at the same point.
 void print_raw_comparison(const Sweep& sw, const Results& res) {
     if (!sw.raw) return;
@@ -354,6 +369,9 @@ void print_raw_comparison(const Sweep& sw, const Results& res) {
     if (sw.resp_size != 0)
         std::printf("xN/R: the request's N frame(s) of up to the bed's MTU + 14 one way, answered once all are in "
                     "by one frame of R bytes (--resp-size %" PRIu64 ")\n", sw.resp_size);
+    if (raw_touch(sw))
+        std::printf("--raw-args --touch: the reflector read every frame before answering, as a TCP receiver's "
+                    "checksum must\n");
     print_ceiling(sw, res, idx);
     print_phases(sw, res, idx);
     std::fflush(stdout);

@@ -56,6 +56,7 @@ Exit: 0 pass, 1 fail, 77 skip (not root).
                      that takes SIGSEGV) is said on stderr and started again, and the point
                      after it still gets its raw round trips.
 """
+import glob
 import json
 import os
 import re
@@ -580,11 +581,15 @@ def case_memif_sweep_raw():
         check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "is for --proto rpc" in r.stderr,
               f"--resp-size with --proto echo is refused in one line: {r.stderr.strip()}")
         b.files.append(js + "1")
-        p = subprocess.run([KNB, "sweep", "--bed", "memif", "--raw", "--stacks", "crescent", "--modes", "inline",
-                            "--sizes", "4096", "--resp-size", "64", "--iodepths", "2", "--duration", "0.5",
-                            "--warmup", "0.2", "--json", js + "1", "--out", out + "1"] + cpus,
+        # The reflector reads every frame it answers (--raw-args --touch).
+        p = subprocess.run([KNB, "sweep", "--bed", "memif", "--raw", "--raw-args", "--touch", "--stacks", "crescent",
+                            "--modes", "inline", "--sizes", "4096", "--resp-size", "64", "--iodepths", "2",
+                            "--duration", "0.5", "--warmup", "0.2", "--json", js + "1", "--out", out + "1"] + cpus,
                            capture_output=True, text=True, timeout=120, env=ENV)
+        refl = "".join(open(f).read() for f in glob.glob(out + "1/raw-reflect*.log"))
         subprocess.run(["rm", "-rf", out + "1"], timeout=30)
+        check(re.search(r"knb raw reflect: --touch: [1-9]\d* frames read in full", refl) is not None,
+              "--raw-args --touch reached the reflector, which read the frames it answered")
         print(p.stdout)
         check(p.returncode == 0, f"the --resp-size sweep exited 0 (rc {p.returncode}): {p.stderr.strip()[-1500:]}")
         with open(js + "1") as f:
@@ -602,6 +607,8 @@ def case_memif_sweep_raw():
                         p.stdout, re.M) is not None and "xN/R:" in p.stdout and
               "every response is 64 B (--resp-size)" in p.stdout,
               "the tables name the response size and the raw frames (1514x3/166)")
+        check(d.get("raw_args") == "--touch" and "--raw-args --touch: the reflector read every frame" in p.stdout,
+              "the sweep's document and table say the reflector read its frames (--raw-args --touch)")
         # A reflector that dies (as DPDK 22.11's memif server can when a client
         # disconnects) is started again before the next ping: here the first
         # one says it reflects and takes SIGSEGV at once.
