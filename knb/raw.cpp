@@ -71,6 +71,7 @@
 #include <crescent/rpc/histogram.hpp>
 
 #include "stack/dev/runtime.hpp"
+#include "stack/wire/wire.hpp"
 
 namespace knb {
 
@@ -368,7 +369,7 @@ struct ReflectLoop {
     uint64_t unanswerable = 0; // --resp-size asked for an answer the completing frame cannot carry
     bool touch = false;        // RawOptions::touch
     uint64_t touched = 0;      // frames read in full (--touch)
-    uint64_t touch_sum = 0;    // what reading them summed (printed, so the reads stay)
+    uint64_t touch_sum = 0;    // their checksums added (printed, so the reads stay)
     // One iteration that received frames in kPhaseSampleEvery is timed, as
     // crescent's engines time theirs (EngineStats::phase_ns): TSC ticks in the
     // poll that found them, the reflecting, and the flush.
@@ -433,20 +434,11 @@ struct ReflectLoop {
         }
     }
 
-    // --touch: every byte of the frame, 8 at a time (the loads a checksum makes).
+    // --touch: every byte of the frame through the stack's own checksum
+    // (wire::csum_partial, what crescent's RX runs over each segment).
     void read_all(const rte_mbuf* m) {
-        for (const rte_mbuf* s = m; s != nullptr; s = s->next) {
-            const auto* p = rte_pktmbuf_mtod(s, const uint8_t*);
-            uint64_t acc = 0;
-            uint16_t k = 0;
-            for (; k + 8 <= s->data_len; k += 8) {
-                uint64_t v;
-                std::memcpy(&v, p + k, sizeof v);
-                acc += v;
-            }
-            for (; k < s->data_len; ++k) acc += p[k];
-            touch_sum += acc;
-        }
+        for (const rte_mbuf* s = m; s != nullptr; s = s->next)
+            touch_sum += crescent::wire::csum_partial({rte_pktmbuf_mtod(s, const std::byte*), s->data_len});
         ++touched;
     }
 

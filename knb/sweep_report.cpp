@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -320,13 +319,7 @@ void print_ceiling(const Sweep& sw, const Results& res, const RunIndex& idx) {
 namespace {
 
 // --raw-args holds --touch: the reflector read every frame it answered.
-bool raw_touch(const Sweep& sw) {
-    std::istringstream in(sw.raw_args);
-    std::string tok;
-    while (in >> tok)
-        if (tok == "--touch") return true;
-    return false;
-}
+bool raw_touch(const Sweep& sw) { return (" " + sw.raw_args + " ").find(" --touch ") != std::string::npos; }
 
 } // namespace
 
