@@ -39,12 +39,21 @@
 //    starts when the N1-th call completes and stops at the N-th (run under
 //    --instr-atstart=no), so EAL start-up and teardown stay out of the count.
 //
+// 4. --idle-polls N: the loop with nothing to do. Both engines of the bed
+//    with an rpc::Channel connected to an rpc::Server and a raw stream open,
+//    nothing in flight; N calls of Engine::poll_once() on each, timed (ns per
+//    poll, best of 5 rounds), and only those counted by callgrind (run under
+//    --instr-atstart=no). A frame that arrives waits on average half an idle
+//    iteration before the poll that finds it: on a bed whose round trip is
+//    ~1-2 us (memif) an idle iteration's cost is latency on both sides.
+//
 // --copy-tx (2 and 3): the net_ring ports without MULTI_SEGS, as AF_XDP's, so
 // every segment is copied into one frame instead of chained over the zbufs.
 //
 //   bench_rpc [--seconds S] [--rounds R] [--messages N] [--only framing|e2e]
 //             [--transport crescent|kernel|both] [--copy-tx]
 //   bench_rpc --callgrind-mode --calls N [--count-from N1] [--raw] [--size N] [--depth D] [--copy-tx]
+//   bench_rpc --idle-polls N
 #include <time.h>
 #include <unistd.h>
 
@@ -752,12 +761,44 @@ int run_callgrind(uint64_t calls, uint64_t count_from, bool raw, size_t size, ui
     return 0;
 }
 
+// ---- 4. the idle loop ---------------------------------------------------------------------
+
+int run_idle(uint64_t polls) {
+    double best[2] = {1e300, 1e300};
+    uint64_t busy = 0;
+    {
+        Bed b(false);
+        Clients cl(b, E2eConfig{rpc::Transport::Crescent, 1, 64});
+        Engine* engines[2] = {&b.bed.a(), &b.bed.b()};
+        const uint64_t idle0 = engines[0]->stats().idle_loops + engines[1]->stats().idle_loops;
+        callgrind_instrument(true);
+        for (int round = 0; round < 5; ++round)
+            for (int e = 0; e < 2; ++e) {
+                const auto t0 = std::chrono::steady_clock::now();
+                for (uint64_t i = 0; i < polls; ++i) engines[e]->poll_once();
+                const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+                best[e] = std::min(best[e], ns / double(polls));
+            }
+        callgrind_instrument(false);
+        const uint64_t idle = engines[0]->stats().idle_loops + engines[1]->stats().idle_loops - idle0;
+        busy = 10 * polls - idle;  // timers (the server's metrics, the channel's deadlines)
+        cl.close(b);
+    }
+    check_no_leak("idle polls");
+    std::printf("idle poll_once, crescent over net_ring, a connected rpc::Channel and rpc::Server and a raw stream:\n"
+                "  client engine %.1f ns, server engine %.1f ns per poll (best of 5 rounds of %llu); %llu polls in all,\n"
+                "  %llu of them ran timers\n",
+                best[0], best[1], (unsigned long long)polls, (unsigned long long)(10 * polls), (unsigned long long)busy);
+    return 0;
+}
+
 [[noreturn]] void usage() {
     std::fprintf(stderr,
                  "usage: bench_rpc [--seconds S] [--rounds R] [--messages N] [--only framing|e2e]\n"
                  "                 [--transport crescent|kernel|both] [--copy-tx]\n"
                  "       bench_rpc --callgrind-mode --calls N [--count-from N1] [--raw] [--size N] [--depth D]\n"
-                 "                 [--copy-tx]\n");
+                 "                 [--copy-tx]\n"
+                 "       bench_rpc --idle-polls N\n");
     std::exit(2);
 }
 
@@ -766,7 +807,7 @@ int run_callgrind(uint64_t calls, uint64_t count_from, bool raw, size_t size, ui
 int main(int argc, char** argv) {
     double seconds = 2.0;
     unsigned rounds = 4;
-    uint64_t messages = 200000, calls = 0, count_from = 0, size = 64, depth = 1;
+    uint64_t messages = 200000, calls = 0, count_from = 0, size = 64, depth = 1, idle_polls = 0;
     std::string only, transport = "both";
     bool callgrind = false, raw = false;
     for (int i = 1; i < argc; ++i) {
@@ -787,7 +828,12 @@ int main(int argc, char** argv) {
         else if (a == "--copy-tx") g_copy_tx = true;
         else if (a == "--size") size = std::strtoull(val(), nullptr, 0);
         else if (a == "--depth") depth = std::strtoull(val(), nullptr, 0);
+        else if (a == "--idle-polls") idle_polls = std::strtoull(val(), nullptr, 0);
         else usage();
+    }
+    if (idle_polls != 0) {
+        if (callgrind || idle_polls > 100'000'000) usage();
+        return run_idle(idle_polls);
     }
     if (callgrind) {
         if (calls == 0 || count_from >= calls || size < 8 || size > (1u << 20) || depth == 0 || depth > 256) usage();
