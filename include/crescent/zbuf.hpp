@@ -4,10 +4,13 @@
 // memory zones. Each zone holds objs of one size class:
 //
 //   zone base (2 MiB aligned)
-//   +-------------+----------------------------+--------+--------+-----+
-//   | ZoneHeader  | ObjCtx[obj_count]          | obj 0  | obj 1  | ... |
-//   +-------------+----------------------------+--------+--------+-----+
-//                                              ^ base + obj_offset
+//   +-------------+-------------------+-----+------------------+--------+--------+-----+
+//   | ZoneHeader  | ObjCtx[obj_count] | ... | free stack       | obj 0  | obj 1  | ... |
+//   +-------------+-------------------+-----+------------------+--------+--------+-----+
+//                                                              ^ base + obj_offset
+//
+// (The free stack, Slab zones only, ends right below obj 0, in the slack the
+// objs' alignment leaves: see layout_for() in zbuf.cpp.)
 //
 // From any address inside any obj, everything is arithmetic: the zone is the
 // address rounded down to 2 MiB, the obj index is (addr - first obj) / obj size,

@@ -91,6 +91,14 @@ TEST_CASE("zbuf: zone and obj arithmetic on every size class", "[zbuf]") {
             CHECK(addr(z) % kZoneSize == 0);
             // The last obj ends inside the zone, and no bigger count would fit.
             CHECK(size_t(z->obj_offset) + size_t(z->obj_count) * size <= kZoneSize);
+            // The free stack ends right below obj 0 (its top entry, which a
+            // lightly used zone pops and pushes, away from the header's hot
+            // fields: at a page's last 8 bytes for page-aligned objs), and
+            // its sentinel lies above the ctx array.
+            CHECK(addr(z->free_stack + z->obj_count) == addr(z->obj(0)));
+            CHECK(z->free_stack[-1] == nullptr);
+            CHECK(addr(z->free_stack - 1) >= addr(z->ctx() + z->obj_count));
+            if (z->obj_offset % 4096 == 0) CHECK(addr(z->free_stack + z->obj_count - 1) % 4096 == 4088);
             held.push_back(std::move(first));
             for (uint32_t i = 1; i < z->obj_count; ++i) {
                 held.push_back(a->alloc(size));
