@@ -145,7 +145,6 @@ struct alignas(64) CoreState {
 struct Layout {
     uint32_t count = 0;
     uint32_t obj_offset = 0;
-    uint32_t stack_offset = 0; // free stack (Slab) bottom entry; its top entry ends where obj 0 starts
 };
 
 constexpr size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
@@ -165,17 +164,6 @@ Layout layout_for(uint32_t obj_size, ZoneKind kind) {
     if (n == 0) return l;
     l.count = uint32_t(n);
     l.obj_offset = uint32_t(align_up(fixed + n * meta, align));
-    // The free stack sits as high as the alignment slack lets it, its top
-    // entry (the one a lightly used zone pops and pushes over and over) in the
-    // 8 bytes below obj 0 — at the end of a 4 KiB page for the page-aligned
-    // classes, not inside the header's first lines. Intel cores compare a
-    // load with older stores by the address's low 12 bits first (4K
-    // aliasing): with the top entry right after the ctx array, the 4 KiB
-    // class's landed on page offset 0x020, where index_of() reads div_magic
-    // after every push, and bench_zbuf ran alloc+free at 1.7x rte_mempool
-    // get+put on a Xeon (BENCHMARKS.md, session 43). The sentinel below the
-    // bottom entry stays above the ctx array (obj_offset >= fixed + n * meta).
-    if (kind == ZoneKind::Slab) l.stack_offset = l.obj_offset - uint32_t(n * sizeof(std::byte*));
     return l;
 }
 
@@ -247,7 +235,19 @@ struct Arena::Impl {
         z->release_arg = release_arg;
         z->zone_index = index;
         if (kind == ZoneKind::Slab) {
-            z->free_stack = reinterpret_cast<std::byte**>(z->base() + l.stack_offset);
+            // The free stack ends right below obj 0, as high as the alignment
+            // slack lets it: its top entry (the one a lightly used zone pops
+            // and pushes over and over) is the 8 bytes below obj 0, a page's
+            // last for the page-aligned classes, not inside the header's
+            // first lines. Intel cores compare a load with older stores by
+            // the address's low 12 bits first (4K aliasing): with the stack
+            // right after the ctx array, the 4 KiB class's top entry landed
+            // on page offset 0x020, where index_of() reads div_magic after
+            // every push, and bench_zbuf ran alloc+free at 1.7x rte_mempool
+            // get+put on a Xeon (BENCHMARKS.md, session 43). The sentinel
+            // below the bottom entry stays above the ctx array (obj_offset >=
+            // fixed + count * meta in layout_for()).
+            z->free_stack = reinterpret_cast<std::byte**>(z->obj(0)) - l.count;
             // (integration zones have no owner core, hence no counter)
             z->owner_room = owner < kMaxCores && cls < kMaxClasses ? &detail::g_cores[owner].room[cls] : nullptr;
             // Pop order 0, 1, 2...: consecutive allocations are adjacent in memory.
