@@ -764,31 +764,30 @@ int run_callgrind(uint64_t calls, uint64_t count_from, bool raw, size_t size, ui
 // ---- 4. the idle loop ---------------------------------------------------------------------
 
 int run_idle(uint64_t polls) {
-    double best[2] = {1e300, 1e300};
-    uint64_t busy = 0;
+    double best[2];
+    uint64_t loops = 0, idle = 0;
     {
         Bed b(false);
         Clients cl(b, E2eConfig{rpc::Transport::Crescent, 1, 64});
         Engine* engines[2] = {&b.bed.a(), &b.bed.b()};
-        const uint64_t idle0 = engines[0]->stats().idle_loops + engines[1]->stats().idle_loops;
+        auto count = [&](uint64_t EngineStats::*field) { return engines[0]->stats().*field + engines[1]->stats().*field; };
+        const uint64_t loops0 = count(&EngineStats::loops), idle0 = count(&EngineStats::idle_loops);
         callgrind_instrument(true);
-        for (int round = 0; round < 5; ++round)
-            for (int e = 0; e < 2; ++e) {
-                const auto t0 = std::chrono::steady_clock::now();
-                for (uint64_t i = 0; i < polls; ++i) engines[e]->poll_once();
-                const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-                best[e] = std::min(best[e], ns / double(polls));
-            }
+        for (int e = 0; e < 2; ++e)
+            best[e] = best_ns(5, polls, [&](uint64_t n) {
+                for (uint64_t i = 0; i < n; ++i) engines[e]->poll_once();
+            });
         callgrind_instrument(false);
-        const uint64_t idle = engines[0]->stats().idle_loops + engines[1]->stats().idle_loops - idle0;
-        busy = 10 * polls - idle;  // timers (the server's metrics, the channel's deadlines)
+        loops = count(&EngineStats::loops) - loops0;
+        idle = count(&EngineStats::idle_loops) - idle0;
         cl.close(b);
     }
     check_no_leak("idle polls");
+    // The polls that were not idle ran timers (the server's metrics, the channel's deadlines).
     std::printf("idle poll_once, crescent over net_ring, a connected rpc::Channel and rpc::Server and a raw stream:\n"
                 "  client engine %.1f ns, server engine %.1f ns per poll (best of 5 rounds of %llu); %llu polls in all,\n"
                 "  %llu of them ran timers\n",
-                best[0], best[1], (unsigned long long)polls, (unsigned long long)(10 * polls), (unsigned long long)busy);
+                best[0], best[1], (unsigned long long)polls, (unsigned long long)loops, (unsigned long long)(loops - idle));
     return 0;
 }
 
