@@ -182,6 +182,7 @@ public:
         c.srtt = std::chrono::microseconds(ti.tcpi_rtt);
         c.rttvar = std::chrono::microseconds(ti.tcpi_rttvar);
         c.rto = std::chrono::microseconds(ti.tcpi_rto);
+        c.backoff = ti.tcpi_backoff;
         c.bytes_in = ti.tcpi_bytes_received;
         c.bytes_out = ti.tcpi_bytes_acked;
         c.segs_in = ti.tcpi_segs_in;

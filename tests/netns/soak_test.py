@@ -46,7 +46,7 @@ def main():
         r = subprocess.run(["/usr/bin/python3", SOAK, "--minutes", "0.6", "--fault-every", "0.1", "--seed", "11",
                             "--build", bdir, "--out", out], capture_output=True, text=True, timeout=280)
         text = r.stdout + r.stderr
-        print(text[-4000:])
+        print(text[-8000:])
         check(r.returncode == 0 and "soak: PASS" in r.stdout, f"tools/soak exited {r.returncode} with PASS")
         m = re.search(r"soak\d+", re.search(r"bed (soak\d+)", text).group(0))
         bed = m.group(0)
