@@ -6,7 +6,7 @@ Usage: soak_test.py KNB CRESCENT_STAT
   CRESCENT_STAT  tools/crescent-stat of the same build (checked to be there)
 
 Runs `tools/soak --minutes 0.6 --fault-every 0.1 --seed 11` (phases of 6 s: none, loss 2 %,
-dup 1 %, loss 5 % burst; with seed 11 ~10 clients of 2-5 s each, each phase at least two, the
+dup 1 %, loss 5 % burst; with seed 11 ~9 clients of 3-6 s each, each phase at least one, the
 burst phase starting ~26 s in, ~10 s before the loop ends; a phase ends with its last client,
 so it overruns its 6 s by up to a client's length) and checks: exit 0 with "soak: PASS"; soak.csv has a header and >= 30 rows
 of integers, every row's errors column 0, some rows with server connections > 0 and

@@ -45,6 +45,26 @@ TEST_CASE("RFC 9293 §3.5 passive open: SYN-RECEIVED -> ESTABLISHED", "[tcp][sta
     t.expect_nothing();
 }
 
+TEST_CASE("RFC 9293 §3.10.7.4 SYN-RECEIVED: the third ACK and the first data lost, later data completes the open",
+          "[tcp][state]") {
+    // Under loss a client's pure ACK and its first data segment can both be
+    // dropped: the second segment's ACK completes the handshake, its bytes
+    // wait out of order, and the retransmitted first segment delivers both.
+    TcbFixture t;
+    TcpRepr syn = t.seg(SYN, -1, 0);
+    t.tcb->accept_syn(syn, 0, SeqNum(kIss), t.now, t.out);
+    t.clear();
+    t.recv(t.seg(ACK, 5, 0), "world");
+    CHECK(t.tcb->state() == State::Established);
+    CHECK(t.has_event(EventKind::Connected));
+    CHECK(t.take_readable().empty());
+    t.expect_sent({{ACK, 0, 0}});  // a duplicate ACK for the hole at RCV.NXT
+    t.clear();
+    t.recv(t.seg(ACK, 0, 0), "hello");
+    CHECK(t.take_readable() == "helloworld");
+    t.expect_sent({{ACK, 0, 10}});
+}
+
 TEST_CASE("RFC 9293 §3.5 simultaneous open: SYN-SENT -> SYN-RECEIVED -> ESTABLISHED", "[tcp][state]") {
     TcbFixture t;
     t.to_syn_sent();
