@@ -25,7 +25,9 @@ timing threshold. Exit: 0 pass, 1 fail, 77 skip (not root).
   failures  one line and exit 1 for: no server (unreachable), an RPC client against an
             echo server, a server speaking another knb protocol version (a fake in
             Python), a server killed mid-run (partial results still written: ok false,
-            requests > 0, the error named).
+            requests > 0, the error named); a server stopped (SIGSTOP) in the warm-up:
+            'no response arrived in the measured window' and the connection's TCP state
+            (its requests in flight, retransmitted).
   sweep     knb sweep over the bed (64 B, iodepth 1 and 4, crescent inline against kernel
             busy and block) with the main job's coexistence probe (a kernel HTTP server on
             the server's interface and address answers during the crescent run): one
@@ -293,6 +295,27 @@ def case_failures():
                   f"{stack}: partial results written: {r.get('requests')} responses over {r.get('seconds', 0):.2f} s")
             if stack == "crescent":
                 nslib.clean_hugefiles(f"{NAME}-a")
+        # A server that stops answering (SIGSTOP during the warm-up): exit 1, "no response
+        # arrived in the measured window", and where the connection stood — the kernel
+        # client's requests unacknowledged and retransmitted (crescent's engine is stopped).
+        srv = b.server([KNB, "server", "--stack", "crescent", "--cpus", "0"] + crescent_dev("a"), "knb server (stopped)")
+        stopper = threading.Timer(0.3, lambda: srv.p.send_signal(signal.SIGSTOP))
+        stopper.start()
+        try:
+            rc, out, d = b.client(["--stack", "kernel", "--duration", "1", "--warmup", "0.5", "--iodepth", "4",
+                                   "--msg-size", "65536"])
+        finally:
+            stopper.join()
+            srv.p.send_signal(signal.SIGCONT)
+            srv.end()
+            nslib.clean_hugefiles(f"{NAME}-a")
+        conn = re.search(r"^knb client: engine 0 conn 0: ESTABLISHED bytes in \d+ out \d+ in flight (\d+) .*"
+                         r"retrans (\d+) ", out, re.M)
+        check(rc == 1 and "no response arrived in the measured window" in out,
+              "a stopped server: exit 1, 'no response arrived in the measured window'")
+        check(conn is not None and int(conn.group(1)) > 0 and int(conn.group(2)) > 0,
+              "... and the connection's state: its requests in flight and retransmitted"
+              + (f" ({conn.group(0)})" if conn else f":\n{out[-1500:]}"))
 
 
 def run_sweep(tag, args, keep_log=None):
