@@ -784,7 +784,7 @@ int run_client(const Options& o, Result* out) {
             for (unsigned i = 0; i < n; ++i)
                 for (std::string_view left = conns[i]; !left.empty();) {
                     const size_t nl = left.find('\n');
-                    std::fprintf(stderr, "knb client: engine %u %.*s\n", i, int(nl), left.data());
+                    std::fprintf(stderr, "knb client: engine %u: %.*s\n", i, int(nl), left.data());
                     left.remove_prefix(nl + 1);
                 }
         return 1;

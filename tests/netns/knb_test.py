@@ -309,7 +309,7 @@ def case_failures():
             srv.p.send_signal(signal.SIGCONT)
             srv.end()
             nslib.clean_hugefiles(f"{NAME}-a")
-        conn = re.search(r"^knb client: engine 0 conn 0: ESTABLISHED bytes in \d+ out \d+ in flight (\d+) .*"
+        conn = re.search(r"^knb client: engine 0: conn 0: ESTABLISHED bytes in \d+ out \d+ in flight (\d+) .*"
                          r"retrans (\d+) ", out, re.M)
         check(rc == 1 and "no response arrived in the measured window" in out,
               "a stopped server: exit 1, 'no response arrived in the measured window'")
