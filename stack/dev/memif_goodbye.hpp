@@ -42,7 +42,9 @@ namespace crescent::dev::memif_goodbye {
 inline constexpr uint16_t kEtherType = 0x88B6;
 inline constexpr char kMagic[8] = {'c', 'r', 'e', 's', 'c', 'e', 'n', 't'};
 inline constexpr uint16_t kFrameLen = 60;
-inline constexpr auto kAnswerWait = std::chrono::milliseconds(200);
+// A busy peer (CI: a reflector descheduled for ~0.5 s while builds ran) still answers
+// within this; only a close whose peer never answers waits it out.
+inline constexpr auto kAnswerWait = std::chrono::milliseconds(1000);
 inline constexpr auto kDownGrace = std::chrono::milliseconds(1);
 inline constexpr auto kQuietMax = std::chrono::seconds(2);
 
