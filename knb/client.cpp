@@ -149,7 +149,7 @@ std::string describe(unsigned i, const ConnStats& c) {
     char b[320];
     std::snprintf(b, sizeof b,
                   "conn %u: %.*s bytes in %" PRIu64 " out %" PRIu64 " in flight %u cwnd %u ssthresh %u srtt %lld us "
-                  "rto %lld us backoff %u retrans %" PRIu64 " (rto %" PRIu64 ") zero-window %" PRIu64 "\n",
+                  "rto %lld us backoff %u retrans %" PRIu64 " (rto %" PRIu64 ") zero-window %" PRIu64,
                   i, int(c.state.size()), c.state.data(), c.bytes_in, c.bytes_out, c.bytes_in_flight, c.cwnd,
                   c.ssthresh, (long long)std::chrono::duration_cast<std::chrono::microseconds>(c.srtt).count(),
                   (long long)std::chrono::duration_cast<std::chrono::microseconds>(c.rto).count(), c.backoff,
@@ -179,7 +179,7 @@ public:
     uint64_t retrans = 0;
     uint64_t timeouts = 0;                // of those, after an RTO (crescent)
     std::string channel_stats;            // rpc: the channel's counters at the end (--stats)
-    std::string conn_notes;               // each connection's TCP state at the end (--stats, failures)
+    std::vector<std::string> conn_lines;  // each connection's TCP state at the end (--stats, failures)
     bool finished = false;
     // Engine 0 (rpc): knb.stats at both ends of the window, and the client's CPU.
     bool have_stats = false;
@@ -508,7 +508,7 @@ class RpcLoader final : public Loader {
         for (const ConnStats& c : ch->connection_stats()) {
             retrans += c.retransmissions();
             timeouts += c.retrans_timeout;
-            conn_notes += describe(i++, c);
+            conn_lines.push_back(describe(i++, c));
         }
         const rpc::ChannelStats& cs = ch->stats();
         channel_stats = "calls=" + std::to_string(cs.calls) + " ok=" + std::to_string(cs.ok) +
@@ -754,10 +754,11 @@ int run_client(const Options& o, Result* out) {
             res.seconds = std::clamp(double(sh.abort_at.load()) / 1e9 - warm_end, 0.0, window);
         }
     }
-    std::vector<std::string> channels(n), conns(n);
+    std::vector<std::string> channels(n);
+    std::vector<std::vector<std::string>> conns(n);
     for (unsigned i = 0; i < n; ++i) {
         channels[i] = loaders[i]->channel_stats;
-        conns[i] = loaders[i]->conn_notes;
+        conns[i] = std::move(loaders[i]->conn_lines);
         zbuf::CoreScope core(rt->engine(i).core());
         loaders[i].reset();
     }
@@ -769,7 +770,7 @@ int run_client(const Options& o, Result* out) {
             });
             std::fprintf(stderr, "\n");
             if (!channels[i].empty()) std::fprintf(stderr, "channel %u: %s\n", i, channels[i].c_str());
-            std::fputs(conns[i].c_str(), stderr);
+            for (const std::string& c : conns[i]) std::fprintf(stderr, "%s\n", c.c_str());
         }
     if (!sh.aborted() && !all_finished) {
         res.error = "interrupted before the run ended";
@@ -782,11 +783,7 @@ int run_client(const Options& o, Result* out) {
         std::fprintf(stderr, "knb client: %s\n", res.error.c_str());
         if (!o.stats)  // where each connection stood (with --stats, printed above)
             for (unsigned i = 0; i < n; ++i)
-                for (std::string_view left = conns[i]; !left.empty();) {
-                    const size_t nl = left.find('\n');
-                    std::fprintf(stderr, "knb client: engine %u: %.*s\n", i, int(nl), left.data());
-                    left.remove_prefix(nl + 1);
-                }
+                for (const std::string& c : conns[i]) std::fprintf(stderr, "knb client: engine %u: %s\n", i, c.c_str());
         return 1;
     }
     return 0;

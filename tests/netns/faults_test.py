@@ -112,7 +112,7 @@ class Bed:
         self.va, self.vb = self.name + "-va", self.name + "-vb"
         self.ra, self.rb = self.name + "-ra", self.name + "-rb"
         if routed:
-            self.ip_a, self.gw_a, self.gw_b, self.ip_b = "10.78.1.2", "10.78.1.1", "10.78.2.1", "10.78.2.2"
+            self.ip_a, self.ip_b = "10.78.1.2", "10.78.2.2"  # tools/testbed routed
         else:
             self.ip_a, self.ip_b = nslib.IP_A, nslib.IP_B
         self.prefix = self.name
@@ -126,24 +126,7 @@ class Bed:
             if not self.routed:
                 nslib.sh(TESTBED, "up", self.name)
             else:
-                self._down()
-                for n in (self.a, self.r, self.b):
-                    nslib.sh("ip", "netns", "add", n)
-                    nslib.sh("ip", "-n", n, "link", "set", "lo", "up")
-                nslib.sh("ip", "link", "add", self.va, "netns", self.a, "type", "veth", "peer", "name", self.ra,
-                         "netns", self.r)
-                nslib.sh("ip", "link", "add", self.rb, "netns", self.r, "type", "veth", "peer", "name", self.vb,
-                         "netns", self.b)
-                for n, dev, ip in ((self.a, self.va, self.ip_a), (self.r, self.ra, self.gw_a),
-                                   (self.r, self.rb, self.gw_b), (self.b, self.vb, self.ip_b)):
-                    nslib.sh("ip", "-n", n, "addr", "add", ip + "/24", "dev", dev)
-                    nslib.sh("ip", "-n", n, "link", "set", dev, "up")
-                    # Kernel senders: full checksums, MTU-sized frames (TESTBED.md).
-                    nslib.sh("ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
-                             ns=n, check_rc=False)
-                nslib.sh("sysctl", "-q", "-w", "net.ipv4.ip_forward=1", ns=self.r)
-                nslib.sh("ip", "-n", self.a, "route", "add", "default", "via", self.gw_a)
-                nslib.sh("ip", "-n", self.b, "route", "add", "default", "via", self.gw_b)
+                nslib.sh(TESTBED, "routed", self.name)
                 nft(self.r, f"""table inet faults {{
   chain pass {{ type filter hook forward priority 0; policy accept; }}
 }}
@@ -157,16 +140,12 @@ table netdev faultsdup {{
         return self
 
     def _down(self):
-        for n in (self.a, self.r, self.b):
-            subprocess.run(["ip", "netns", "del", n], capture_output=True, timeout=30)
+        subprocess.run([TESTBED, "down", self.name], capture_output=True, timeout=60)
 
     def __exit__(self, *exc):
         for p in self.procs:
             p.end()
-        if self.routed:
-            self._down()
-        else:
-            subprocess.run([TESTBED, "down", self.name], timeout=30)
+        self._down()
         for side in ("a", "b", "a2"):
             nslib.clean_hugefiles(f"{self.prefix}-{side}")
         for f in self.files:

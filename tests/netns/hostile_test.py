@@ -24,9 +24,10 @@ response verified) and still going when the class's frames have been sent.
           rate-limited; the probe and the knb run byte-exact; zbuf live objs and
           connections back to their baseline.
   flood   `timeout 5 hping3 --flood -S --rand-source -p 7300`: SYN cookies engage
-          (tcp_syn_cookies_sent), a knb run connected just before the flood and running through it has zero errors, a new kernel
-          connection during the flood echoes byte-exact, zbuf live objs stay bounded and
-          come back; prints the flood rate and RPC/s and p99 with and without the flood.
+          (tcp_syn_cookies_sent), a knb run connected just before the flood and running
+          through it has zero errors, a new kernel connection during the flood echoes
+          byte-exact, zbuf live objs stay bounded and come back; prints the flood rate and
+          RPC/s and p99 with and without the flood.
   all     both, one bed.
 
 A summary table (class, frames sent, counter, delta, verdict) is printed at the end and,

@@ -625,11 +625,14 @@ def case_memif_sweep_raw():
                             "--modes", "inline", "--sizes", "64", "--iodepths", "1", "--duration", "0.5",
                             "--warmup", "0.2", "--json", js + "2", "--out", out + "2"] + cpus,
                            capture_output=True, text=True, timeout=120, env=ENV)
+        logs = "" if p.returncode == 0 else "".join(  # a failed point's logs, before they go
+            f"\n--- {os.path.basename(f)}:\n" + open(f, errors="replace").read()[-1200:]
+            for f in sorted(glob.glob(os.path.join(out + "2", "*.log"))))
         subprocess.run(["rm", "-rf", out + "2"], timeout=30)
         check(p.returncode == 0 and "the reflector has exited (signal 11" in p.stderr and
               "starting it again" in p.stderr,
               f"a dead reflector is said and started again; the sweep passes (rc {p.returncode}): "
-              f"{p.stderr.strip()[-800:]}")
+              f"{p.stderr.strip()[-800:]}{logs}")
         with open(js + "2") as f:
             d = json.load(f)
         check(len(d["raw"]) == 1 and d["raw"][0]["ok"] and d["raw"][0]["result"]["round_trips"] > 0,
