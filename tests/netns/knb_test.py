@@ -299,12 +299,27 @@ def case_failures():
         # arrived in the measured window", and where the connection stood — the kernel
         # client's requests unacknowledged and retransmitted (crescent's engine is stopped).
         srv = b.server([KNB, "server", "--stack", "crescent", "--cpus", "0"] + crescent_dev("a"), "knb server (stopped)")
-        stopper = threading.Timer(0.3, lambda: srv.p.send_signal(signal.SIGSTOP))
+        stopped = threading.Event()
+
+        def stop_when_running():
+            # Once the run's connection carried 1 MiB (the warm-up began; knb.info's probe is
+            # ~100 B) — not after a fixed delay, which a loaded machine's start-up outlasts.
+            end = time.time() + 20
+            while time.time() < end and not stopped.is_set():
+                r = nslib.sh("ss", "-Htin", "dst", SERVER_IP, ns=b.b, check_rc=False, timeout=10)
+                if sum(int(x) for x in re.findall(r"bytes_sent:(\d+)", r.stdout)) > 1 << 20:
+                    srv.p.send_signal(signal.SIGSTOP)
+                    stopped.set()
+                    return
+                time.sleep(0.02)
+
+        stopper = threading.Thread(target=stop_when_running)
         stopper.start()
         try:
-            rc, out, d = b.client(["--stack", "kernel", "--duration", "1", "--warmup", "0.5", "--iodepth", "4",
+            rc, out, d = b.client(["--stack", "kernel", "--duration", "1", "--warmup", "1", "--iodepth", "4",
                                    "--msg-size", "65536"])
         finally:
+            stopped.set()
             stopper.join()
             srv.p.send_signal(signal.SIGCONT)
             srv.end()
@@ -312,7 +327,8 @@ def case_failures():
         conn = re.search(r"^knb client: engine 0: conn 0: ESTABLISHED bytes in \d+ out \d+ in flight (\d+) .*"
                          r"retrans (\d+) ", out, re.M)
         check(rc == 1 and "no response arrived in the measured window" in out,
-              "a stopped server: exit 1, 'no response arrived in the measured window'")
+              "a stopped server: exit 1, 'no response arrived in the measured window'"
+              + ("" if rc == 1 and "no response arrived" in out else f" (rc {rc}):\n{out[-1500:]}"))
         check(conn is not None and int(conn.group(1)) > 0 and int(conn.group(2)) > 0,
               "... and the connection's state: its requests in flight and retransmitted"
               + (f" ({conn.group(0)})" if conn else f":\n{out[-1500:]}"))
