@@ -43,6 +43,7 @@
 #include <rte_mempool.h>
 #include <rte_version.h>
 
+#include "tests/support/child_output.hpp"
 #include "tests/support/eal_cleanup.hpp"
 
 using namespace crescent;
@@ -133,12 +134,8 @@ int run_processes(unsigned n, unsigned rounds, uint64_t ops) {
             close(fds[0]);
             return 1;
         }
-        std::string out;
-        char buf[512];
-        for (ssize_t k; (k = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, size_t(k));
-        close(fds[0]);
-        int status = 0;
-        waitpid(pid, &status, 0);
+        int status;
+        std::string out = test::child_output(fds[0], pid, &status);
         Figures f;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
             std::sscanf(out.c_str(), "%lf %lf %lf %lf %lf %lf", &f.zbuf, &f.lookup, &f.refunref, &f.mempool,

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <string>
 
+#include "tests/support/child_output.hpp"
+
 namespace crescent::test {
 
 // Runs fn in a forked child; true if the child died of SIGABRT. With
@@ -31,12 +33,8 @@ bool aborts(F fn, const char* expect = nullptr) {
         _exit(0);
     }
     close(fds[1]);
-    std::string err;
-    char buf[256];
-    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) err.append(buf, size_t(n));
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
+    int status;
+    std::string err = child_output(fds[0], pid, &status);
     INFO("child stderr: " << err);
     if (expect) {
         CHECK(err.find(expect) != std::string::npos);
