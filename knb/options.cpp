@@ -135,6 +135,8 @@ const char* usage() {
            "                            connection closed after N unanswered (off)\n"
            "  --user-timeout S          crescent: abort unacknowledged data no sooner than S s after the\n"
            "                            first retransmission timeout (100; 0 = after 12 of them)\n"
+           "  --max-rto S               crescent: the retransmission timeout backs off to at most S s\n"
+           "                            (1..120; 60)\n"
            "  --burst-flush-ns N|off    crescent: send output made during an RX burst once it has waited N ns\n"
            "                            and frames remain (0 = after every frame; off = at the burst's end;\n"
            "                            default 1000, off on AF_XDP)\n"
@@ -290,6 +292,11 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
             if (!p.real(0, 86400, &sec)) return false;
             o.rt.engine.conn.user_timeout = std::chrono::microseconds(int64_t(std::llround(sec * 1e6)));
             crescent_dev = true;
+        } else if (f == "--max-rto") {
+            double sec = 0;
+            if (!p.real(1, 120, &sec)) return false;
+            o.rt.engine.conn.max_rto = std::chrono::microseconds(int64_t(std::llround(sec * 1e6)));
+            crescent_dev = true;
         } else if (f == "--pcap") {
             if (!p.value(&v)) return false;
             o.rt.pcap = v, crescent_dev = true;
@@ -398,7 +405,7 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
             return p.fail("--eal needs --ip A.B.C.D/LEN (the device has no kernel address)");
     } else {
         if (crescent_dev)
-            return p.fail("--iface/--eal/--ip/--mac/--neighbour/--impair/--pcap/--cc/--keepalive/--user-timeout are crescent options; "
+            return p.fail("--iface/--eal/--ip/--mac/--neighbour/--impair/--pcap/--cc/--keepalive/--user-timeout/--max-rto are crescent options; "
                           "--stack kernel uses the kernel's interfaces");
         if (o.mode_given && o.mode != Mode::Copy)
             return p.fail("--mode " + std::string(name(o.mode)) +
@@ -471,6 +478,12 @@ std::vector<std::string> to_args(const Options& o) {
         std::snprintf(b, sizeof b, "%.6f",
                       double(std::chrono::duration_cast<std::chrono::microseconds>(c.user_timeout).count()) / 1e6);
         add("--user-timeout", b);
+    }
+    if (c.max_rto != crescent::ConnOptions{}.max_rto) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.6f",
+                      double(std::chrono::duration_cast<std::chrono::microseconds>(c.max_rto).count()) / 1e6);
+        add("--max-rto", b);
     }
     if (!o.rt.impair.empty()) add("--impair", o.rt.impair);
     if (!o.rt.pcap.empty()) add("--pcap", o.rt.pcap);

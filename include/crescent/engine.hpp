@@ -98,6 +98,12 @@ struct ConnOptions {
     // first (RFC 1122 §4.2.3.5 R2, at least 100 s; TCP_USER_TIMEOUT-like).
     // 0 = after the 12 retransmissions alone (~41 s from a 5 ms RTO).
     Duration user_timeout = std::chrono::seconds(100);
+    // The ceiling the retransmission timeout backs off to (RFC 6298 §2.5: a
+    // maximum of at least 60 s MAY be placed; Linux's tcp_rto_max_ms allows
+    // 1..120 s, the range accepted here). Lower, a connection probes a path
+    // that came back sooner, and its 12 back-offs end sooner: ~41 s from a
+    // 5 ms RTO at 60 s, ~10.6 s at 2 s.
+    Duration max_rto = std::chrono::seconds(60);
     // Find a lost tail without the retransmission timeout: a tail loss probe
     // (RFC 8985 §7) after ~2 round trips when the ACKs stop, and early
     // retransmit (RFC 5827) when fewer than four segments are out, and

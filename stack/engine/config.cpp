@@ -55,6 +55,9 @@ bool check_conn_options(const ConnOptions& o, std::string* err) {
     if (o.keepalive && (o.keepalive_count == 0 || o.keepalive_interval.count() <= 0 || o.keepalive_idle.count() <= 0))
         return fail(err, "keepalive needs an idle time, an interval and a probe count above 0");
     if (o.user_timeout.count() < 0) return fail(err, "user timeout is negative");
+    if (o.max_rto < std::chrono::seconds(1) || o.max_rto > std::chrono::seconds(120))
+        return fail(err, fmt::format("maximum RTO of {} ms is out of range (1000..120000)",
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(o.max_rto).count()));
     return true;
 }
 
@@ -95,6 +98,7 @@ tcp::Config tcp_config(const ConnOptions& o, const DeviceCaps& caps) {
     c.reassembly.max_segments = o.reassembly_segments;
     c.nagle = o.nagle;
     c.retransmit_give_up = o.user_timeout;
+    c.max_rto = o.max_rto;
     c.tlp = c.early_retransmit = c.rack = o.tail_loss_probe;
     c.blackhole_timeouts = o.mtu_blackhole ? 3 : 0;
     c.ack_hold = std::chrono::microseconds(10);  // a reply or the train's end carries the ACK

@@ -29,16 +29,19 @@ goes down is flushed; a connected route comes back with the link).
            crescent's parse_tcp_bad_checksum counter rises by about the number of mangled
            packets toward A (>= 80 % of them; the rest carried the byte's value already),
            and the kernel peer's TcpInCsumErrors rises too.
-  peer     knb server --proto echo --keepalive 1,0.5,3 --user-timeout 0 (crescent: give up after
-           the 12 back-offs alone, not the default 100 s R2) against kernel clients
+  peer     knb server --proto echo --keepalive 1,0.5,3 --user-timeout 0 --max-rto 2 (crescent: give
+           up after the 12 back-offs alone, not the default 100 s R2, each RTO at most 2 s, not
+           60 s) against kernel clients
            that check every byte they get back: (a) a client killed with SIGKILL mid-transfer
            (its socket has SO_LINGER 0: the kernel sends RST): the server's stream ends
            reset-by-peer; (b) silence with the link kept: R drops every packet of two
            connections (one idle: keepalive-timeout after ~2.5 s; one mid-transfer, whose
            echoes R drops 0.3 s earlier so the server surely holds unacknowledged data:
            retransmit-timeout, checked against the time 13 doubling expiries of the base RTO
-           take, capped at 60 s each: ~41 s at the 5 ms floor; the base is read back during
-           the outage from ss's rto and backoff, as rto / 2^backoff);
+           take, capped at 2 s each: ~10.6 s at the 5 ms floor, ~26 s at most — with the
+           default 60 s cap a base RTO inflated by a loaded machine (16.7 ms in CI) took
+           ~128 s; the base is read back during the outage from ss's rto and backoff, as
+           rto / 2^backoff);
            meanwhile a new client transfers 4 MiB byte-exact (reconnect works). Checked:
            crescent-stat connections back to 0, zbuf live objs (arena + external) back to the
            baseline (+-16, the per-core caches), the server's --stats line counts
@@ -449,6 +452,7 @@ def peer_client(b, mode, arg, name, window=262144):
 
 
 RETRANSMIT_WAIT_MAX = 150  # s: the longest this test waits for a retransmit-timeout
+MAX_RTO_MS = 2000  # the server's --max-rto
 
 
 def conn_rto(pid, port):
@@ -461,14 +465,15 @@ def conn_rto(pid, port):
 
 
 def backed_off_rto(pid, port, min_backoff):
-    """conn_rto() once the connection's RTO has been doubled at least `min_backoff` times, else None."""
+    """conn_rto() once the connection's RTO has been doubled at least `min_backoff` times and is
+    still below its cap (a capped one hides the base), else None."""
     rto, backoff = conn_rto(pid, port)
-    return (rto, backoff) if rto is not None and backoff >= min_backoff else None
+    return (rto, backoff) if rto is not None and backoff >= min_backoff and rto < MAX_RTO_MS else None
 
 
 def give_up_s(base_rto_ms):
-    """When max_retries = 12 gives up: 13 expiries of a doubling RTO capped at 60 s."""
-    return sum(min(base_rto_ms * 2 ** k, 60000.0) for k in range(13)) / 1000
+    """When max_retries = 12 gives up: 13 expiries of a doubling RTO capped at MAX_RTO_MS."""
+    return sum(min(base_rto_ms * 2 ** k, float(MAX_RTO_MS)) for k in range(13)) / 1000
 
 
 def conns_of(pid):
@@ -478,7 +483,8 @@ def conns_of(pid):
 def case_peer():
     with Bed("peer") as b:
         f = Faults(b)
-        srv = b.knb_server(["--proto", "echo", "--keepalive", "1,0.5,3", "--user-timeout", "0"], "knb server --proto echo")
+        srv = b.knb_server(["--proto", "echo", "--keepalive", "1,0.5,3", "--user-timeout", "0", "--max-rto",
+                            str(MAX_RTO_MS / 1000)], "knb server --proto echo")
         pid = srv.p.pid
         # Baseline after one clean exchange (the arena's per-core caches warmed up).
         p, _ = peer_client(b, "bytes", 1 << 20, "warm-up client")
@@ -508,7 +514,7 @@ def case_peer():
         # The give-up time follows from the RTO the first expiry doubled, which may differ from
         # the one read before the outage (the RTT estimate moves until the last ACK): read it
         # back from a backed-off RTO (base = rto / 2^backoff) once a few expiries have passed
-        # (early: its cap of 60 s would hide the base later).
+        # (early: its cap of 2 s hides the base from the 8th at the 5 ms floor, the 7th at 16 ms).
         backed = wait_until(lambda: backed_off_rto(pid, bport, 4), 10, step=0.1)
         check(backed is not None, f"the busy connection backs its RTO off during the outage (ss: {backed})")
         base_ms = backed[0] / 2 ** backed[1]
@@ -542,7 +548,8 @@ def case_peer():
         check(t_idle, "the idle silenced connection ended (keepalive)")
         print(f"idle silenced connection gone {t_idle - t_block:.1f} s after the block", flush=True)
         # The base RTO is the one the outage backed off, so the margin covers only the timer's
-        # and this poll's lateness (measured 41.2 s against 41.0, 61.5 s against 61.1).
+        # and this poll's lateness (measured 11.0 s against 10.6 with the 2 s cap; 41.2 s against
+        # 41.0 and 61.5 s against 61.1 with the default 60 s).
         bound = 1.25 * expect_s + 10
         if bound > RETRANSMIT_WAIT_MAX:
             raise Fail(f"the busy connection's base RTO of {base_ms:.2f} ms means a "

@@ -623,6 +623,8 @@ TEST_CASE("limits: out-of-range limits are refused with a message naming them", 
         {[](EngineConfig& c) { c.conn.rcv_buf = 2u << 30; }, "receive buffer of 2147483648 bytes"},
         {[](EngineConfig& c) { c.conn.reassembly_segments = 70000; }, "reassembly limit of 70000 segments"},
         {[](EngineConfig& c) { c.conn.keepalive = true, c.conn.keepalive_count = 0; }, "keepalive needs"},
+        {[](EngineConfig& c) { c.conn.max_rto = std::chrono::milliseconds(500); }, "maximum RTO of 500 ms"},
+        {[](EngineConfig& c) { c.conn.max_rto = std::chrono::seconds(121); }, "maximum RTO of 121000 ms"},
     };
     for (const Bad& b : bad) {
         EngineConfig c;

@@ -163,7 +163,7 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
                         "--warmup", "0", "--rate", "50000", "--json", "/tmp/x.json", "--label", "a b", "--progress",
                         "off", "--port", "7400", "--rx-ring", "2048", "--burst", "64", "--arena-mb", "128",
                         "--verify", "full", "--cc", "cubic", "--keepalive", "1.5,0.25,4", "--user-timeout", "2.5",
-                        "--burst-flush-ns", "250", "--reply-at-once", "off"},
+                        "--max-rto", "2", "--burst-flush-ns", "250", "--reply-at-once", "off"},
                        &o, &err));
     CHECK(err.empty());
     CHECK(o.role == Role::Client);
@@ -196,6 +196,7 @@ TEST_CASE("knb options: a client run with every flag", "[knb]") {
     CHECK(o.rt.engine.conn.keepalive_interval == std::chrono::milliseconds(250));
     CHECK(o.rt.engine.conn.keepalive_count == 4);
     CHECK(o.rt.engine.conn.user_timeout == std::chrono::milliseconds(2500));
+    CHECK(o.rt.engine.conn.max_rto == std::chrono::seconds(2));
 }
 
 TEST_CASE("knb options: defaults", "[knb]") {
