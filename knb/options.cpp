@@ -54,6 +54,14 @@ bool parse_uint(std::string_view s, uint64_t* out) {
     return true;
 }
 
+// Seconds on the command line <-> a Duration (microsecond resolution).
+crescent::Duration from_seconds(double sec) { return std::chrono::microseconds(int64_t(std::llround(sec * 1e6))); }
+std::string seconds_text(crescent::Duration d) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.6f", double(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) / 1e6);
+    return b;
+}
+
 // "IDLE,INTERVAL,COUNT" (seconds, seconds, probes) -> keepalive on with those values.
 bool parse_keepalive(std::string_view s, crescent::ConnOptions* out) {
     double t[2];
@@ -69,10 +77,9 @@ bool parse_keepalive(std::string_view s, crescent::ConnOptions* out) {
     }
     uint64_t n = 0;
     if (!parse_uint(s, &n) || n < 1 || n > 100) return false;
-    auto us = [](double sec) { return std::chrono::microseconds(int64_t(std::llround(sec * 1e6))); };
     out->keepalive = true;
-    out->keepalive_idle = us(t[0]);
-    out->keepalive_interval = us(t[1]);
+    out->keepalive_idle = from_seconds(t[0]);
+    out->keepalive_interval = from_seconds(t[1]);
     out->keepalive_count = uint32_t(n);
     return true;
 }
@@ -200,6 +207,13 @@ struct Parser {
         *out = d;
         return true;
     }
+    // real() as a Duration of that many seconds.
+    bool seconds(double lo, double hi, crescent::Duration* out) {
+        double d = 0;
+        if (!real(lo, hi, &d)) return false;
+        *out = from_seconds(d);
+        return true;
+    }
 };
 
 }  // namespace
@@ -288,14 +302,10 @@ bool parse(int argc, const char* const* argv, Options* out, std::string* err) {
                 return bad("IDLE,INTERVAL,COUNT (seconds, seconds, probes: 0.01..86400, 0.01..86400, 1..100)");
             crescent_dev = true;
         } else if (f == "--user-timeout") {
-            double sec = 0;
-            if (!p.real(0, 86400, &sec)) return false;
-            o.rt.engine.conn.user_timeout = std::chrono::microseconds(int64_t(std::llround(sec * 1e6)));
+            if (!p.seconds(0, 86400, &o.rt.engine.conn.user_timeout)) return false;
             crescent_dev = true;
         } else if (f == "--max-rto") {
-            double sec = 0;
-            if (!p.real(1, 120, &sec)) return false;
-            o.rt.engine.conn.max_rto = std::chrono::microseconds(int64_t(std::llround(sec * 1e6)));
+            if (!p.seconds(1, 120, &o.rt.engine.conn.max_rto)) return false;
             crescent_dev = true;
         } else if (f == "--pcap") {
             if (!p.value(&v)) return false;
@@ -464,27 +474,12 @@ std::vector<std::string> to_args(const Options& o) {
     if (o.rt.no_huge) a.push_back("--no-huge");
     const crescent::ConnOptions& c = o.rt.engine.conn;
     if (o.stack == Stack::Crescent) add("--cc", std::string(crescent::congestion_control_name(c.cc)));
-    if (c.keepalive) {
-        auto sec = [](crescent::Duration d) {
-            char b[32];
-            std::snprintf(b, sizeof b, "%.6f", double(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) / 1e6);
-            return std::string(b);
-        };
-        add("--keepalive", sec(c.keepalive_idle) + "," + sec(c.keepalive_interval) + "," +
+    if (c.keepalive)
+        add("--keepalive", seconds_text(c.keepalive_idle) + "," + seconds_text(c.keepalive_interval) + "," +
                                std::to_string(c.keepalive_count));
-    }
-    if (c.user_timeout != crescent::ConnOptions{}.user_timeout) {
-        char b[32];
-        std::snprintf(b, sizeof b, "%.6f",
-                      double(std::chrono::duration_cast<std::chrono::microseconds>(c.user_timeout).count()) / 1e6);
-        add("--user-timeout", b);
-    }
-    if (c.max_rto != crescent::ConnOptions{}.max_rto) {
-        char b[32];
-        std::snprintf(b, sizeof b, "%.6f",
-                      double(std::chrono::duration_cast<std::chrono::microseconds>(c.max_rto).count()) / 1e6);
-        add("--max-rto", b);
-    }
+    const crescent::ConnOptions conn_defaults;
+    if (c.user_timeout != conn_defaults.user_timeout) add("--user-timeout", seconds_text(c.user_timeout));
+    if (c.max_rto != conn_defaults.max_rto) add("--max-rto", seconds_text(c.max_rto));
     if (!o.rt.impair.empty()) add("--impair", o.rt.impair);
     if (!o.rt.pcap.empty()) add("--pcap", o.rt.pcap);
     if (o.rt.pcap_snaplen) add("--pcap-snaplen", std::to_string(o.rt.pcap_snaplen));

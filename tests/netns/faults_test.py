@@ -451,7 +451,6 @@ def peer_client(b, mode, arg, name, window=262144):
     return p, port
 
 
-RETRANSMIT_WAIT_MAX = 150  # s: the longest this test waits for a retransmit-timeout
 MAX_RTO_MS = 2000  # the server's --max-rto
 
 
@@ -550,11 +549,8 @@ def case_peer():
         # The base RTO is the one the outage backed off, so the margin covers only the timer's
         # and this poll's lateness (measured 11.0 s against 10.6 with the 2 s cap; 41.2 s against
         # 41.0 and 61.5 s against 61.1 with the default 60 s).
+        # At most 13 x the 2 s cap: ~42 s, whatever the base.
         bound = 1.25 * expect_s + 10
-        if bound > RETRANSMIT_WAIT_MAX:
-            raise Fail(f"the busy connection's base RTO of {base_ms:.2f} ms means a "
-                       f"retransmit-timeout only after ~{expect_s:.0f} s (more than this test waits, "
-                       f"{RETRANSMIT_WAIT_MAX} s): is another process polling on CPU {CPU_A}?")
         t_busy = wait_until(lambda: conns_of(pid) == 0 and time.time(), bound, step=0.5)
         check(t_busy, f"the mid-transfer silenced connection ended (retransmissions exhausted) "
               f"{(t_busy or time.time()) - t_first:.1f} s after the outage (expected {expect_s:.1f} s, "
