@@ -83,15 +83,18 @@ def main():
     print(f"instructions run per hot line: {sum(used) / len(used):.1f} on average "
           f"({sum(1 for u in used if u <= 4)} lines with 4 or fewer)")
     by_fn = collections.Counter()
+    run_fn = collections.Counter()
     by_obj = collections.Counter()
-    for (obj, _), v in hot.items():
+    for ((obj, _), v), u in zip(hot.items(), used):
         # A line shared by two functions counts for the one whose instruction comes first.
-        by_fn[re.sub(r"\((?!anonymous namespace\)).*$", "", owner[min(v)[0]])] += 1
+        f = re.sub(r"\((?!anonymous namespace\)).*$", "", owner[min(v)[0]])
+        by_fn[f] += 1
+        run_fn[f] += u
         by_obj[obj.rsplit("/", 1)[-1]] += 1
     print("by object: " + ", ".join(f"{o} {n}" for o, n in by_obj.most_common(6)))
-    print(f"top {top} functions by hot lines:")
+    print(f"top {top} functions by hot lines (instructions run per line):")
     for f, n in by_fn.most_common(top):
-        print(f"  {n:4d}  {f[:100]}")
+        print(f"  {n:4d}  ({run_fn[f] / n:4.1f})  {f[:100]}")
 
 
 if __name__ == "__main__":

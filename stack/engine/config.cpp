@@ -74,6 +74,9 @@ bool check_engine_config(const EngineConfig& c, std::string* err) {
     if (c.burst_flush_after && *c.burst_flush_after < Duration::zero())
         return fail(err, fmt::format("burst_flush_after of {} ns is negative (0 = after every frame)",
                                      c.burst_flush_after->count()));
+    if (c.stats_interval < std::chrono::milliseconds(1) || c.stats_interval > std::chrono::hours(1))
+        return fail(err, fmt::format("stats interval of {} us is out of range (1000..3600000000)",
+                                     std::chrono::duration_cast<std::chrono::microseconds>(c.stats_interval).count()));
     std::string e;
     if (!check_conn_options(c.conn, &e)) return fail(err, "connection defaults: " + e);
     return true;

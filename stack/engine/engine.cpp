@@ -49,7 +49,7 @@ bool opening(tcp::EventKind k) { return k == tcp::EventKind::Connected || k == t
 EngineImpl::EngineImpl(const EngineParams& p)
     : p_(p), host_(host_config(p)), dev_(p.dev ? p.dev : &NullDevice::instance()),
       nexthop_(p.nexthop ? p.nexthop : &NullNextHop::instance()), arena_(p.arena), mac_(dev_->mac()),
-      caps_(dev_->caps()), wheel_(clock_.now()) {
+      caps_(dev_->caps()), wheel_(clock_.now()), pub_(p.cfg.stats_interval) {
     kernel_only_ = p.dev == nullptr;
     burst_flush_after_ = p_.cfg.burst_flush_after.value_or(
         caps_.tx_syscall ? Duration::max() : Duration(std::chrono::microseconds(1)));

@@ -31,7 +31,7 @@ int64_t to_us(Duration d) { return int64_t(std::chrono::duration_cast<std::chron
 } // namespace
 
 void StatsPublisher::publish_slow(const EngineImpl& e, Instant now, bool force) {
-    next_ = now + kEngineEvery;
+    next_ = now + every_;
     const int64_t mono = mono_now_ns();
     EngineSnapshot s;
     s.seq = ++eng_seq_;
@@ -68,7 +68,7 @@ void StatsPublisher::publish_slow(const EngineImpl& e, Instant now, bool force) 
     }
     eng_.store(s);
     if (force || now >= next_conns_) {
-        next_conns_ = now + kConnEvery;
+        next_conns_ = now + every_ * kConnEveryNth;
         publish_conns(e, mono);
     }
 }

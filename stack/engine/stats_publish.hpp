@@ -2,9 +2,9 @@
 // control socket, crescent-stat) without stopping or slowing the loop.
 //
 // At the end of each loop iteration the engine calls tick(now): one compare
-// against the next due time, nothing else. Every kEngineEvery (10 ms) it
-// copies its counters (EngineStats, zbuf arena usage, timer wheel, epoll,
-// busy/idle iterations) into a Seqlock; every kConnEvery (100 ms) it also
+// against the next due time, nothing else. Every EngineConfig::stats_interval
+// (10 ms unless set) it copies its counters (EngineStats, zbuf arena usage,
+// timer wheel, epoll, busy/idle iterations) into a Seqlock; every tenth time it also
 // copies what `ss -ti` shows of its first kMaxConns connections (and its
 // listeners) into a SeqlockArray. Readers on any thread get a consistent copy
 // of the last publication (seqlock.hpp); the engine never waits for them.
@@ -94,11 +94,11 @@ struct ConnTableHead {
 
 class StatsPublisher {
 public:
-    static constexpr Duration kEngineEvery = std::chrono::milliseconds(10);
-    static constexpr Duration kConnEvery = std::chrono::milliseconds(100);
     static constexpr size_t kMaxConns = 4096;
+    static constexpr unsigned kConnEveryNth = 10;  // the connection table: every tenth publication
 
-    StatsPublisher() : conns_(kMaxConns) { scratch_.reserve(64); }
+    // `every`: EngineConfig::stats_interval.
+    explicit StatsPublisher(Duration every) : every_(every), conns_(kMaxConns) { scratch_.reserve(64); }
 
     // Engine thread, end of every loop iteration: one branch until due.
     void tick(const EngineImpl& e, Instant now) {
@@ -116,6 +116,7 @@ private:
     [[gnu::noinline]] void publish_slow(const EngineImpl& e, Instant now, bool force = false);
     void publish_conns(const EngineImpl& e, int64_t mono_ns);
 
+    Duration every_;
     Instant next_ = Instant::zero();
     Instant next_conns_ = Instant::zero();
     uint64_t eng_seq_ = 0, conn_seq_ = 0;

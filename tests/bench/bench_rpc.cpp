@@ -541,7 +541,15 @@ const char* copy_tx_label() { return g_copy_tx ? " without MULTI_SEGS (every seg
 test::RingBedOptions bed_options() {
     test::RingBedOptions o;
     o.multi_segs = !g_copy_tx;
-    if (g_callgrind) o.tune = [](EngineConfig& cfg, bool) { cfg.burst_flush_after = Duration::max(); };
+    // Counted by callgrind, nothing may depend on wall time: the stats
+    // publication (every 10 ms by default) would fire every ~100 calls under
+    // callgrind and more often the slower the machine, adding hundreds of
+    // instructions per call that another run would not count.
+    if (g_callgrind)
+        o.tune = [](EngineConfig& cfg, bool) {
+            cfg.burst_flush_after = Duration::max();
+            cfg.stats_interval = std::chrono::hours(1);
+        };
     return o;
 }
 

@@ -625,6 +625,8 @@ TEST_CASE("limits: out-of-range limits are refused with a message naming them", 
         {[](EngineConfig& c) { c.conn.keepalive = true, c.conn.keepalive_count = 0; }, "keepalive needs"},
         {[](EngineConfig& c) { c.conn.max_rto = std::chrono::milliseconds(500); }, "maximum RTO of 500 ms"},
         {[](EngineConfig& c) { c.conn.max_rto = std::chrono::seconds(121); }, "maximum RTO of 121000 ms"},
+        {[](EngineConfig& c) { c.stats_interval = std::chrono::microseconds(999); }, "stats interval of 999 us"},
+        {[](EngineConfig& c) { c.stats_interval = std::chrono::hours(2); }, "stats interval of 7200000000 us"},
     };
     for (const Bad& b : bad) {
         EngineConfig c;

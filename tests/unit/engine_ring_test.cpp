@@ -663,6 +663,46 @@ TEST_CASE("engine: app timers fire on the wheel, in order, and can be cancelled;
     CHECK(ev - en->loop_time() >= std::chrono::milliseconds(2));
 }
 
+TEST_CASE("engine: counters are published for other threads every stats_interval", "[engine][ring]") {
+    REQUIRE(env().ok);
+    zbuf::CoreScope core(0);
+    Env& e = env();
+    RingPair rp(60);  // the other tests take ids 1-18, 40-50, 70, 71 and 146
+    REQUIRE(rp.ok);
+    engine::DeviceCaps caps;
+    EthdevDevice dev_a(rp.a, 0, e.pool, caps), dev_b(rp.b, 0, e.pool, caps);
+    StaticNextHop nh_a(ip4(10, 9, 60, 1), 24, {}), nh_b(ip4(10, 9, 60, 2), 24, {});
+    auto make = [&](EthdevDevice& dev, StaticNextHop& nh, wire::Ipv4Addr ip, Duration every) {
+        engine::EngineParams p;
+        p.ip = ip;
+        p.dev = &dev;
+        p.nexthop = &nh;
+        p.arena = e.arena.get();
+        p.cfg.stats_interval = every;
+        return engine::make_engine(p);
+    };
+    // One engine publishing every 20 ms, one every hour (the first publication
+    // is on its first iteration), polled for ~150 ms.
+    auto fast = make(dev_a, nh_a, ip4(10, 9, 60, 1), std::chrono::milliseconds(20));
+    auto slow = make(dev_b, nh_b, ip4(10, 9, 60, 2), std::chrono::hours(1));
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+    while (std::chrono::steady_clock::now() < end) {
+        fast->poll_once();
+        slow->poll_once();
+    }
+    engine::EngineSnapshot sf, ss;
+    REQUIRE(fast->impl().publisher().engine(&sf));
+    REQUIRE(slow->impl().publisher().engine(&ss));
+    // 150 ms / 20 ms: the first publication and about 7 more (a loaded machine may
+    // stretch an iteration, never shorten the interval).
+    CHECK(sf.seq >= 3);
+    CHECK(sf.seq <= 9);
+    CHECK(ss.seq == 1);
+    // The slow engine's copy is of its first iteration; the fast one's of a later one.
+    CHECK(ss.stats.loops == 1);
+    CHECK(sf.stats.loops > 1);
+}
+
 namespace {
 
 // Counts the TX bursts an engine makes, in front of a ring port.
