@@ -12,7 +12,12 @@ other) fetches. The hot lines' total is the operation's instruction footprint:
 when it is larger than the L1 instruction cache (32 KiB on the Intel Xeon and
 AMD EPYC machines this project runs on), every operation fetches most of its
 code from L2 again. Prints the footprint, how many of each line's instructions
-ran, and the TOP functions (default 15) by hot lines.
+ran, and the TOP functions (default 15) by hot lines, each with how many of
+its hot lines' instructions ran on average (low: cold code shares the lines).
+
+Counts alone cannot tell a line every call runs once from a loop in a rare
+call that runs many times: a timer's loop over a table (the RPC server's
+metrics publication every 100 ms) can show up with a few lines.
 """
 import collections
 import re
