@@ -2,7 +2,7 @@
 """The hot code of a callgrind profile: which 64-byte instruction-cache lines a
 repeated operation executes every time, and how full those lines are.
 
-  tools/code_footprint.py CALLGRIND_OUT CALLS [TOP]
+  tools/code_footprint.py [--max-kib N] CALLGRIND_OUT CALLS [TOP]
 
 CALLGRIND_OUT is a profile taken with --dump-instr=yes --compress-pos=no
 --compress-strings=no (tools/code-footprint takes it); CALLS is how many times
@@ -14,6 +14,7 @@ AMD EPYC machines this project runs on), every operation fetches most of its
 code from L2 again. Prints the footprint, how many of each line's instructions
 ran, and the TOP functions (default 15) by hot lines, each with how many of
 its hot lines' instructions ran on average (low: cold code shares the lines).
+--max-kib N makes it a check: exit 1 when the hot code is larger than N KiB.
 
 Counts alone cannot tell a line every call runs once from a loop in a rare
 call that runs many times: a timer's loop over a table (the RPC server's
@@ -63,14 +64,24 @@ def parse(path):
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
-        sys.exit(__doc__.strip().splitlines()[2].strip())
-    path = sys.argv[1]
+    args = sys.argv[1:]
+    max_kib = None
+    if args[:1] == ["--max-kib"]:
+        try:
+            max_kib = float(args[1])
+        except (IndexError, ValueError):
+            sys.exit(f"code_footprint: --max-kib needs a number of KiB, not {' '.join(args[1:2])!r}")
+        if max_kib <= 0:
+            sys.exit(f"code_footprint: --max-kib needs a positive number of KiB, not {args[1]!r}")
+        args = args[2:]
+    if len(args) not in (2, 3):
+        sys.exit("usage: " + __doc__.strip().splitlines()[2].strip())
+    path = args[0]
     try:
-        calls = int(sys.argv[2])
-        top = int(sys.argv[3]) if len(sys.argv) == 4 else 15
+        calls = int(args[1])
+        top = int(args[2]) if len(args) == 3 else 15
     except ValueError:
-        sys.exit(f"code_footprint: CALLS and TOP are whole numbers, not {' '.join(sys.argv[2:])!r}")
+        sys.exit(f"code_footprint: CALLS and TOP are whole numbers, not {' '.join(args[1:])!r}")
     if calls <= 0 or top <= 0:
         sys.exit("code_footprint: CALLS must be positive (and TOP)")
     count, owner = parse(path)
@@ -100,6 +111,11 @@ def main():
     print(f"top {top} functions by hot lines (instructions run per line):")
     for f, n in by_fn.most_common(top):
         print(f"  {n:4d}  ({run_fn[f] / n:4.1f})  {f[:100]}")
+    if max_kib is not None:
+        if kib > max_kib:
+            print(f"code_footprint: the hot code is {kib:.1f} KiB, over the budget of {max_kib:g} KiB", file=sys.stderr)
+            sys.exit(1)
+        print(f"within the budget of {max_kib:g} KiB")
 
 
 if __name__ == "__main__":

@@ -75,6 +75,16 @@ with tempfile.TemporaryDirectory() as d:
     check("(anonymous namespace)::lib_fn" in r.stdout, "an anonymous namespace kept in the name")
     check("cold" not in r.stdout.split("top", 1)[1], "cold() not among the hot functions")
 
+    # --max-kib: a check. 0.2 KiB of hot code is within 0.2, over 0.1.
+    r = run(["--max-kib", "0.2", path, str(CALLS)])
+    check(r.returncode == 0 and "within the budget of 0.2 KiB" in r.stdout, "within a budget")
+    r = run(["--max-kib", "0.1", path, str(CALLS)])
+    check(r.returncode == 1 and "over the budget of 0.1 KiB" in r.stderr, "over a budget: exit 1")
+    r = run(["--max-kib", "lots", path, str(CALLS)])
+    check(r.returncode != 0 and "--max-kib needs a number" in r.stderr, "a budget that is not a number refused")
+    r = run(["--max-kib", "-3", path, str(CALLS)])
+    check(r.returncode != 0 and "positive number" in r.stderr, "a negative budget refused")
+
     # More calls than any line ran: nothing is hot, said so.
     r = run([path, "1000"])
     check(r.returncode != 0 and "no line ran once per two calls" in r.stderr, "CALLS too large refused")
