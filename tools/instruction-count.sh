@@ -1,6 +1,7 @@
-# Sourced by tools/bench-tcp-instructions and tools/bench-rpc-instructions:
-# what both do the same way — the `--max N` option that turns a count into a
-# check (the perf test suite), the valgrind requirement, one callgrind run's
+# Sourced by tools/bench-tcp-instructions, tools/bench-rpc-instructions and
+# tools/code-footprint: what they do the same way — the `--max N` option that
+# turns a count into a check (the perf test suite), the valgrind requirement,
+# bench_rpc and its arguments, the scratch directory, one callgrind run's
 # instruction total, and the per-operation difference of two runs.
 # Callers set `tool` (their name, for messages) before sourcing.
 
@@ -21,6 +22,28 @@ ic_need_valgrind() {
   echo "$tool: valgrind not installed" >&2
   [ -n "$max" ] && exit 77  # a check without its tool: meson reports it SKIPPED
   exit 1
+}
+
+# ic_bench_rpc BUILD: sets `bin` to BUILD's bench_rpc, or exits naming what to build.
+ic_bench_rpc() {
+  bin=$1/tests/bench/bench_rpc
+  [ -x "$bin" ] || { echo "$tool: $bin not built (ninja -C $1 tests/bench/bench_rpc)" >&2; exit 1; }
+}
+
+# ic_check_rpc_args N1 N2 SIZE DEPTH: bench_rpc's counted calls N1..N2, its data
+# size and depth, or exit 2 naming the bad one.
+ic_check_rpc_args() {
+  [[ "$4" =~ ^[1-9][0-9]*$ ]] || { echo "$tool: DEPTH must be a positive integer, not '$4'" >&2; exit 2; }
+  [[ "$3" =~ ^[1-9][0-9]*$ ]] && [ "$3" -ge 8 ] && [ "$3" -le 1048576 ] \
+    || { echo "$tool: SIZE must be 8..1048576 bytes, not '$3'" >&2; exit 2; }
+  [[ "$1" =~ ^[1-9][0-9]*$ ]] && [[ "$2" =~ ^[1-9][0-9]*$ ]] && [ "$2" -gt "$1" ] \
+    || { echo "$tool: N1 and N2 must be positive, N2 larger ($1, $2)" >&2; exit 2; }
+}
+
+# ic_tmpdir: sets `tmp` to a new directory for callgrind's files, removed on exit.
+ic_tmpdir() {
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
 }
 
 # ic_callgrind DIR CMD... -> the instructions (Ir) CMD ran, its output dropped.
