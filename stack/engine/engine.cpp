@@ -241,7 +241,7 @@ size_t EngineImpl::poll_once() {
         act_.clear();
         ++work;
     }
-    if (wheel_.pending()) {
+    if (wheel_.may_be_due(now)) {
         size_t ran = wheel_.advance(now);
         st_.timers_fired += ran;
         work += ran;

@@ -46,6 +46,10 @@ public:
     size_t advance(Instant now);
 
     size_t pending() const { return live_; }
+    // Whether advance(now) could run anything: false while `now` is below the
+    // floor (always, with no timer pending). The busy loop's test, inline, so
+    // that a poll with nothing due makes no call.
+    bool may_be_due(Instant now) const { return now >= floor_; }
     // Earliest deadline among pending timers (Instant::never() if none); O(1)
     // when cached, otherwise a scan of the occupied nodes (after the earliest
     // was cancelled or ran). advance() does not need it.

@@ -254,7 +254,21 @@ struct Host::Impl {
 
     // After any call into slot i's Tcb: promote passive connections that
     // became ESTABLISHED to the accept queue, free closed TCBs, re-arm timers.
+    // The usual call (an established connection that stays so) is the few
+    // tests here; what changes the slot is out of line (after_call_rare), so
+    // its code stays out of the hot path's lines and registers.
     void after_call(uint32_t i, size_t first_event, Actions& out) {
+        Slot& s = slots[i];
+        const State st = s.tcb->state();
+        if (s.listener != 0 || st == State::Closed || st == State::TimeWait) [[unlikely]] {
+            after_call_rare(i, first_event, out);
+            return;
+        }
+        if (s.tcb->ack_owed_at_flush()) mark_dirty(i);  // its held ACK goes at the next flush() (Tcb::hold_ack)
+        timers.set(i, s.tcb->next_deadline());
+    }
+
+    [[gnu::noinline, gnu::cold]] void after_call_rare(uint32_t i, size_t first_event, Actions& out) {
         Slot& s = slots[i];
         if (s.listener != 0) {  // a passive open not accept()ed yet: did it just become ESTABLISHED?
             const ConnId id = id_of(i);
@@ -280,7 +294,7 @@ struct Host::Impl {
             s.dirty = false;
             ++stats.time_wait;
         } else if (s.tcb->ack_owed_at_flush()) {
-            mark_dirty(i);  // its held ACK goes at the next flush() (Tcb::hold_ack)
+            mark_dirty(i);
         }
         arm(i);
     }
