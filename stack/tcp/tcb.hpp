@@ -610,6 +610,7 @@ private:
     uint16_t advertise_window();
     // The window field for the edge already advertised (RCV.ADV - RCV.NXT, scaled).
     uint16_t window_field() const;
+    SeqNum snd_wnd_end() const;
     uint32_t in_flight() const;
     uint32_t usable_window() const;
     // Payload bytes one OutSegment of new data may carry: the MSS, or Config::tso_max.
@@ -810,6 +811,15 @@ inline uint16_t Tcb::window_field() const {
     uint32_t w = wnd > 0 ? uint32_t(wnd) : 0;
     return uint16_t(std::min<uint32_t>(w >> rcv_.wscale, 0xffff));
 }
+
+// The right edge of the peer's window. SND.WND counts from the ACK of the
+// segment that set it (SND.WL2), not from SND.UNA: a later ACK whose segment
+// fails the SND.WL1 test (an older SEQ — the retransmission that fills a hole
+// after later segments updated the window) moves SND.UNA but not the edge, and
+// SND.UNA + SND.WND would point past what the peer offered (RFC 9293
+// §3.10.7.4; tcp_tcb_test "the send window ends where the segment that set it
+// put it").
+inline SeqNum Tcb::snd_wnd_end() const { return snd_.wl2 + snd_.wnd; }
 
 inline uint32_t Tcb::in_flight() const {
     if (in_recovery_ && sack_ok_) return sb_.pipe(snd_.una, snd_.max, high_rxt_, snd_.mss, dup_thresh());

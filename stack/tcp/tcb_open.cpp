@@ -205,6 +205,7 @@ void Tcb::syn_sent_arrives(const TcpRepr& seg, uint8_t ip_ecn, Slice payload, In
         snd_.wnd = seg.window; // unscaled in a SYN
         snd_.max_wnd = snd_.wnd;
         snd_.wl1 = seg.seq;
+        snd_.wl2 = snd_.iss;   // the window counts from our SYN, as for a passive open
         state_ = State::SynReceived;
         rto_ = cfg_.initial_rto;
         backoff_ = 0;

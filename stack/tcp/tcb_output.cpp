@@ -150,7 +150,7 @@ SeqNum Tcb::ack_seq() const {
     // a receiver with RCV.WND = 0 only accepts SEQ = RCV.NXT, so an ACK at
     // SND.MAX would be discarded with the acknowledgment it carries. The
     // right edge is always acceptable (Linux: tcp_acceptable_seq()).
-    SeqNum edge = snd_.una + snd_.wnd;
+    const SeqNum edge = snd_wnd_end();
     return snd_.max - edge > 0 ? edge : snd_.max;
 }
 
@@ -275,7 +275,7 @@ void Tcb::output_recovery(Instant now, Actions& out) {
         }
         // Rule 2: new data within the peer's window.
         int32_t unsent = data_end() - snd_.nxt;
-        int32_t rroom = (snd_.una + snd_.wnd) - snd_.nxt;
+        int32_t rroom = snd_wnd_end() - snd_.nxt;
         if (unsent > 0 && rroom > 0 && snd_.nxt == snd_.max) {
             uint32_t n = emit_data(snd_.nxt, std::min<uint32_t>(uint32_t(rroom), snd_.mss), false, now, out);
             if (n == 0) break;
@@ -311,7 +311,7 @@ void Tcb::output(Instant now, Actions& out) {
             int32_t unsent = data_end() - snd_.nxt;
             bool fin_due = fin_queued_ && snd_.nxt == data_end();
             if (unsent <= 0 && !fin_due) break;
-            int32_t rroom = (snd_.una + snd_.wnd) - snd_.nxt;
+            int32_t rroom = snd_wnd_end() - snd_.nxt;
             uint32_t room = std::min<uint32_t>(rroom > 0 ? uint32_t(rroom) : 0, usable_window());
             if (unsent <= 0) {
                 // Only the FIN is left: it takes no window, but respects cwnd

@@ -82,9 +82,9 @@ void Tcb::on_rto(Instant now, Actions& out) {
 void Tcb::on_persist(Instant now, Actions& out) {
     persist_at_ = Instant::never();
     if (!can_send_data() || data_end() - snd_.nxt <= 0 || snd_.max != snd_.una) return;
-    if (snd_.wnd > 0) {
+    if (const int32_t room = snd_wnd_end() - snd_.nxt; room > 0) {
         // SWS override timeout (RFC 9293 §3.8.6.2.1): send what fits.
-        emit_data(snd_.nxt, std::min(snd_.wnd, snd_.mss), false, now, out);
+        emit_data(snd_.nxt, std::min(uint32_t(room), snd_.mss), false, now, out);
         return;
     }
     // A peer that answers nothing for max_retries probes is gone (RFC 1122

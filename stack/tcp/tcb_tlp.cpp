@@ -142,7 +142,7 @@ void Tcb::on_probe(Instant now, Actions& out) {
     SeqNum start = snd_.nxt;
     uint32_t n = 0;
     bool retrans = false;
-    const int32_t rroom = (snd_.una + snd_.wnd) - snd_.nxt;
+    const int32_t rroom = snd_wnd_end() - snd_.nxt;
     if (data_end() - snd_.nxt > 0 && rroom > 0)
         n = emit_data(snd_.nxt, std::min<uint32_t>(uint32_t(rroom), snd_.mss), false, now, out);
     if (n == 0) {

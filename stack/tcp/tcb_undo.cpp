@@ -32,7 +32,7 @@ uint32_t Tcb::dup_thresh() const {
         // and none that may go yet (nothing unsent, or no room in the peer's
         // window) can never bring three duplicates; oseg - 1 will do.
         if (cfg_.early_retransmit && snd_.mss &&
-            (data_end() - snd_.nxt <= 0 || (snd_.una + snd_.wnd) - snd_.nxt < int32_t(snd_.mss))) {
+            (data_end() - snd_.nxt <= 0 || snd_wnd_end() - snd_.nxt < int32_t(snd_.mss))) {
             const uint32_t oseg = (uint32_t(snd_.max - snd_.una) + snd_.mss - 1) / snd_.mss;
             if (oseg >= 2 && oseg < 4) return oseg - 1;
         }

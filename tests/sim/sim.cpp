@@ -7,6 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "tests/sim/frame.hpp"
 
 namespace crescent::sim {
@@ -234,6 +236,7 @@ void SimNet::dispatch(Side s) {
     Link& link = link_from(s);
     for (int round = 0; round < 64; round++) {
         for (const tcp::OutSegment& seg : out.segments) {
+            check_window(s, seg);
             std::array<wire::Bytes, tcp::kMaxTxViews> views;
             for (uint8_t i = 0; i < seg.view_count; i++) views[i] = wire::Bytes(seg.views[i].data, seg.views[i].len);
             if (seg.tso_segsz == 0) {
@@ -310,6 +313,30 @@ void SimNet::dispatch(Side s) {
         if (out.empty()) return;
     }
     throw std::runtime_error("sim: dispatch did not settle");
+}
+
+// A data segment must end inside the window its receiver advertised: at or
+// before the receiver's RCV.ADV now (it only moves right, so every edge the
+// sender can have heard of lies at or before it).
+void SimNet::check_window(Side s, const tcp::OutSegment& seg) {
+    const uint32_t len = seg.payload_len();
+    if (len == 0) return;
+    auto it = eps_[size_t(s)].find(key(seg.conn));
+    if (it == eps_[size_t(s)].end()) return;
+    const Endpoint* peer = peer_of(*it->second);
+    const tcp::Tcb* receiver = peer ? host(other(s)).find(peer->id) : nullptr;
+    if (!receiver) return;
+    const tcp::Stats r = receiver->stats();
+    const uint32_t edge = r.rcv_nxt + r.rcv_wnd;
+    const uint32_t end = seg.repr.seq.raw() + len;
+    if (int32_t(end - edge) <= 0) return;
+    if (st_.beyond_window++ == 0) {
+        const tcp::Stats m = host(s).find(seg.conn) ? host(s).find(seg.conn)->stats() : tcp::Stats{};
+        st_.first_beyond_window = fmt::format(
+            "at {:.6f} s {}: {} bytes at seq {} end {} bytes past the receiver's edge {} (rcv.nxt {}); sender "
+            "snd.una {} snd.wnd {}", double(now_.nanos()) / 1e9, s == Side::A ? "A>B" : "B>A", len,
+            seg.repr.seq.raw(), int32_t(end - edge), edge, r.rcv_nxt, m.snd_una, m.snd_wnd);
+    }
 }
 
 // One line per frame: when, which way, the TCP header; `what` marks a frame

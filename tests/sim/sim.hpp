@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <string>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -90,6 +91,12 @@ struct SimStats {
     uint64_t unowned_bytes = 0; // data for a connection the test does not know (a bug)
     uint64_t tso_segments = 0;  // OutSegments cut by the simulated NIC (TSO)
     uint64_t tso_pieces = 0;    // frames they became
+    // Data segments that ended past the right edge their receiver had
+    // advertised (its RCV.ADV, which never moves left) when they were sent:
+    // RFC 9293 §3.8.6 forbids it, and a sender that does it puts its own
+    // ACKs' SEQ outside the peer's window too. The first one is described.
+    uint64_t beyond_window = 0;
+    std::string first_beyond_window;
 };
 
 class SimNet {
@@ -149,6 +156,7 @@ private:
     std::map<uint16_t, uint32_t> listen_echo_;  // port -> whole (0: as it arrives)
     std::vector<Endpoint*> touched_;  // endpoints whose sending may progress
     SimStats st_;
+    void check_window(Side s, const tcp::OutSegment& seg);
     bool trace_ = false;         // CRESCENT_SIM_TRACE: print every delivered (and lost) segment
 };
 

@@ -110,7 +110,10 @@ void check_corruption_caught(SimNet& net) {
 }
 
 // After every connection closed and TIME-WAIT expired: no TCB, no zbuf left.
+// Also: no data segment went past its receiver's window (SimNet::check_window).
 void check_all_freed(SimNet& net) {
+    INFO(net.stats().first_beyond_window);
+    CHECK(net.stats().beyond_window == 0);
     net.run_for(31s); // TIME-WAIT
     CHECK(net.host(Side::A).connection_count() == 0);
     CHECK(net.host(Side::B).connection_count() == 0);

@@ -375,6 +375,43 @@ TEST_CASE("segmentation at the MSS and the peer window", "[tcp][data]") {
     t.expect_sent({{ACK | PSH, 3000, 0, std::string(500, 'a')}});
 }
 
+// The peer's window is relative to the ACK of the segment that set it. A
+// segment with an older SEQ than the last window update fails RFC 9293's
+// SND.WL1 test and leaves SND.WND alone even when its ACK acknowledges new
+// data: the retransmission that fills a hole, after later out-of-order
+// segments updated the window, does exactly that. SND.UNA + SND.WND then
+// points past the edge the peer offered; the usable window must end at
+// SND.WL2 + SND.WND. (The sim's seed campaign found it: the sender put data
+// beyond the edge, and in an echo with both windows nearly closed each side's
+// ACKs then fell outside the other's window, until one gave up on RTOs.)
+TEST_CASE("RFC 9293 §3.10.7.4 the send window ends where the segment that set it put it", "[tcp][window]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0, 3000);
+    synack.opts.mss = 1000;
+    t.recv(synack);
+    t.clear();
+    REQUIRE(t.send(std::string(6000, 'a')) == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK, 0, 0, std::string(1000, 'a')},
+                   {ACK, 1000, 0, std::string(1000, 'a')},
+                   {ACK, 2000, 0, std::string(1000, 'a')}});
+    // The peer's second segment arrives first (its first was lost): it
+    // acknowledges 1000 and offers 3000 from there, an edge at 4000.
+    t.recv(t.seg(ACK, 100, 1000, 3000), std::string(50, 'b'));
+    t.expect_sent({{ACK, 3000, 0, std::string(1000, 'a')}});
+    // Its first segment again, filling the hole (SEQ below SND.WL1): it now
+    // acknowledges 2000 and offers 2000, the same edge at 4000. Nothing more
+    // may go out (SND.UNA + SND.WND would say 5000).
+    t.recv(t.seg(ACK, 0, 2000, 2000), std::string(100, 'b'));
+    for (const OutSegment& o : t.out.segments)
+        CHECK(int32_t(o.repr.seq.raw() + o.payload_len() - (kIss + 1)) <= 4000);
+    t.clear();
+    // A later segment in order moves the edge (SND.WL1 passes): sending resumes up to it.
+    t.recv(t.seg(ACK, 150, 3000, 2000));
+    t.expect_sent({{ACK, 4000, 150, std::string(1000, 'a')}});
+}
+
 // ---------------------------------------------------------------------------
 // RFC 6298 retransmission timer
 
