@@ -142,8 +142,10 @@ void Tcb::fast_path(const TcpRepr& seg, Slice payload, Instant now, Actions& out
     }
     bool advanced = seg.ack != snd_.una;
     // The window: ack_advanced() applies it (RFC 9293 §3.10.7.4 fifth);
-    // otherwise it may still have moved (the same ACK, new data).
-    const bool window_moved = (uint32_t(seg.window) << snd_.wscale) != snd_.wnd;
+    // otherwise it may still have moved (the same ACK, new data). Moved means
+    // its right edge did: the same value from a later ACK than SND.WL2 moves
+    // it too (snd_wnd_end()).
+    const bool window_moved = seg.ack + (uint32_t(seg.window) << snd_.wscale) != snd_wnd_end();
     if (advanced) ack_advanced(seg, now, out);
     else if (window_moved) update_window(seg);
     if (!advanced && tlp_.active) [[unlikely]] tlp_on_dupack(seg.ack, !payload.empty() || window_moved);
@@ -243,7 +245,12 @@ bool Tcb::check_seq_acceptable(const TcpRepr& seg, uint32_t len) const {
     // can write would deadlock both ends. A pure ACK below RCV.NXT is still
     // refused here, but its ACK is taken all the same (zero_window_ack()).
     if (wnd == 0) return seg.seq == rcv_.nxt;
-    if (len == 0) return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd);
+    // A segment of no length may also sit at the right edge itself: a peer
+    // that filled our window has SND.NXT there, and its ACKs carry it (our
+    // ack_seq() does the same). RFC 9293's test ends one short of the edge;
+    // Linux (tcp_sequence()) and FreeBSD take it, and refusing it threw
+    // away the ACKs of a peer whose data ahead of a hole filled the window.
+    if (len == 0) return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd + 1);
     return seq_in(seg.seq, rcv_.nxt, rcv_.nxt + wnd) || seq_in(seg.seq + (len - 1), rcv_.nxt, rcv_.nxt + wnd);
 }
 

@@ -412,6 +412,64 @@ TEST_CASE("RFC 9293 §3.10.7.4 the send window ends where the segment that set i
     t.expect_sent({{ACK, 4000, 150, std::string(1000, 'a')}});
 }
 
+// The same edge seen from the fast path: after the hole-filling segment
+// acknowledged everything without a window update, the next in-order ACK
+// carries the same window value as SND.WND but from a later ACK — its edge
+// moved though its value did not. Comparing values, the fast path skipped
+// the update and the sender stayed stuck behind the stale edge with data
+// queued (the sim's echo at 5 % loss, seed shift 132: both ends probing each
+// other's zero windows for an hour of virtual time).
+TEST_CASE("RFC 9293 §3.10.7.4 the fast path takes a window whose edge moved with its value unchanged", "[tcp][window]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0, 3000);
+    synack.opts.mss = 1000;
+    t.recv(synack);
+    t.clear();
+    REQUIRE(t.send(std::string(6000, 'a')) == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK, 0, 0, std::string(1000, 'a')},
+                   {ACK, 1000, 0, std::string(1000, 'a')},
+                   {ACK, 2000, 0, std::string(1000, 'a')}});
+    t.recv(t.seg(ACK, 100, 1000, 3000), std::string(50, 'b'));  // edge 4000
+    t.expect_sent({{ACK, 3000, 0, std::string(1000, 'a')}});
+    // The hole filled: everything acknowledged (SEQ below SND.WL1: no update).
+    t.recv(t.seg(ACK, 0, 4000, 1000), std::string(100, 'b'));
+    for (const OutSegment& o : t.out.segments) CHECK(o.payload_len() == 0);
+    t.clear();
+    // In order, nothing in flight, the window field equal to SND.WND: the
+    // fast path's case. The edge is 7000 now.
+    t.recv(t.seg(ACK, 150, 4000, 3000));
+    CHECK(t.tcb->stats().fast_path > 0);
+    t.expect_sent({{ACK, 4000, 150, std::string(1000, 'a')}, {ACK | PSH, 5000, 150, std::string(1000, 'a')}});
+}
+
+// A peer that filled our window (its first segment lost, the rest ahead of
+// the hole) has SND.NXT at our right edge, and its pure ACKs carry that SEQ.
+// RFC 9293's acceptability test for a zero-length segment stops one short of
+// the edge; Linux and FreeBSD accept it, and so must we, or the ACKs of such
+// a peer are dropped with the data they acknowledge.
+TEST_CASE("RFC 9293 §3.10.7.4 a pure ACK at the right edge of our window is taken", "[tcp][window]") {
+    Config c = TcbFixture::default_config();
+    c.rcv_buf = 4000;
+    TcbFixture t(c);
+    t.to_established();
+    REQUIRE(t.send(std::string(1000, 'a')) == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK | PSH, 0, 0, std::string(1000, 'a'), 4000}});
+    // [0,1000) lost; [1000,4000) arrives ahead of the hole: the window's
+    // edge stays at 4000 with RCV.NXT at 0.
+    t.recv(t.seg(ACK, 1000, 0), std::string(1000, 'b'));
+    t.recv(t.seg(ACK, 2000, 0), std::string(1000, 'b'));
+    t.recv(t.seg(ACK, 3000, 0), std::string(1000, 'b'));
+    t.clear();
+    REQUIRE(t.tcb->stats().rcv_wnd == 4000);
+    // The peer's ACK of our data, SEQ = its SND.NXT = our right edge.
+    t.recv(t.seg(ACK, 4000, 1000));
+    CHECK(t.tcb->stats().snd_una == kIss + 1 + 1000);
+    CHECK(t.has_event(EventKind::Acked));
+}
+
 // ---------------------------------------------------------------------------
 // RFC 6298 retransmission timer
 
