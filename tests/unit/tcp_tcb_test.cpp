@@ -358,19 +358,27 @@ TEST_CASE("send buffer backpressure: WouldBlock then Writable", "[tcp][data]") {
     CHECK(t.send("x") == SendResult::Ok);
 }
 
-TEST_CASE("segmentation at the MSS and the peer window", "[tcp][data]") {
-    TcbFixture t;
+namespace {
+// Established with a peer whose SYN-ACK offered a 3000-byte window and an
+// MSS of 1000; `queued` bytes sent: the first 3000 go out as three segments
+// (cwnd, RFC 6928's IW, is larger: the window limits).
+void fill_window_of_3000(TcbFixture& t, size_t queued) {
     t.to_syn_sent();
     TcpRepr synack = t.seg(SYN | ACK, -1, 0, 3000);
     synack.opts.mss = 1000;
     t.recv(synack);
     t.clear();
-    REQUIRE(t.send(std::string(3500, 'a')) == SendResult::Ok);
+    REQUIRE(t.send(std::string(queued, 'a')) == SendResult::Ok);
     t.flush();
-    // cwnd (RFC 6928 IW) is larger; the peer's 3000-byte window limits.
     t.expect_sent({{ACK, 0, 0, std::string(1000, 'a')},
                    {ACK, 1000, 0, std::string(1000, 'a')},
                    {ACK, 2000, 0, std::string(1000, 'a')}});
+}
+} // namespace
+
+TEST_CASE("segmentation at the MSS and the peer window", "[tcp][data]") {
+    TcbFixture t;
+    fill_window_of_3000(t, 3500);
     t.recv(t.seg(ACK, 0, 3000, 3000));
     t.expect_sent({{ACK | PSH, 3000, 0, std::string(500, 'a')}});
 }
@@ -386,16 +394,7 @@ TEST_CASE("segmentation at the MSS and the peer window", "[tcp][data]") {
 // ACKs then fell outside the other's window, until one gave up on RTOs.)
 TEST_CASE("RFC 9293 §3.10.7.4 the send window ends where the segment that set it put it", "[tcp][window]") {
     TcbFixture t;
-    t.to_syn_sent();
-    TcpRepr synack = t.seg(SYN | ACK, -1, 0, 3000);
-    synack.opts.mss = 1000;
-    t.recv(synack);
-    t.clear();
-    REQUIRE(t.send(std::string(6000, 'a')) == SendResult::Ok);
-    t.flush();
-    t.expect_sent({{ACK, 0, 0, std::string(1000, 'a')},
-                   {ACK, 1000, 0, std::string(1000, 'a')},
-                   {ACK, 2000, 0, std::string(1000, 'a')}});
+    fill_window_of_3000(t, 6000);
     // The peer's second segment arrives first (its first was lost): it
     // acknowledges 1000 and offers 3000 from there, an edge at 4000.
     t.recv(t.seg(ACK, 100, 1000, 3000), std::string(50, 'b'));
@@ -421,16 +420,7 @@ TEST_CASE("RFC 9293 §3.10.7.4 the send window ends where the segment that set i
 // other's zero windows for an hour of virtual time).
 TEST_CASE("RFC 9293 §3.10.7.4 the fast path takes a window whose edge moved with its value unchanged", "[tcp][window]") {
     TcbFixture t;
-    t.to_syn_sent();
-    TcpRepr synack = t.seg(SYN | ACK, -1, 0, 3000);
-    synack.opts.mss = 1000;
-    t.recv(synack);
-    t.clear();
-    REQUIRE(t.send(std::string(6000, 'a')) == SendResult::Ok);
-    t.flush();
-    t.expect_sent({{ACK, 0, 0, std::string(1000, 'a')},
-                   {ACK, 1000, 0, std::string(1000, 'a')},
-                   {ACK, 2000, 0, std::string(1000, 'a')}});
+    fill_window_of_3000(t, 6000);
     t.recv(t.seg(ACK, 100, 1000, 3000), std::string(50, 'b'));  // edge 4000
     t.expect_sent({{ACK, 3000, 0, std::string(1000, 'a')}});
     // The hole filled: everything acknowledged (SEQ below SND.WL1: no update).
