@@ -185,6 +185,14 @@ bool Tcb::locate(SeqNum seq, uint32_t* idx, uint32_t* off) {
 uint32_t Tcb::emit_data(SeqNum seq, uint32_t max_len, bool retransmit, Instant now, Actions& out) {
     int32_t avail = data_end() - seq;
     if (avail < 0) return 0;
+    if (avail > 0) {
+        // Past SND.MAX the bytes are new: they fit the peer's window like any.
+        // A retransmission from SND.UNA asks for a whole MSS (Linux's
+        // tcp_retransmit_skb() trims to the window's end as well).
+        const SeqNum edge = snd_wnd_end();
+        const int32_t room = (snd_.max - edge > 0 ? snd_.max : edge) - seq;
+        max_len = room > 0 ? std::min(max_len, uint32_t(room)) : 0;
+    }
     if (avail == 0 ? !fin_queued_ : max_len == 0) return 0;
 
     OutSegment& o = append_segment(out.segments, id_, ep_, seq, 0);

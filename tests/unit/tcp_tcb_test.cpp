@@ -460,6 +460,27 @@ TEST_CASE("RFC 9293 §3.10.7.4 a pure ACK at the right edge of our window is tak
     CHECK(t.has_event(EventKind::Acked));
 }
 
+// A retransmission from SND.UNA asks for one MSS; what lies past SND.MAX is
+// new data and must fit the window like any (Linux's tcp_retransmit_skb()
+// trims to the window's end too). A peer offering 500 bytes got 500, and
+// the RTO sent those again with 500 new ones past its edge.
+TEST_CASE("RFC 9293 §3.8.6 a retransmission sends no new data past the window", "[tcp][window]") {
+    TcbFixture t;
+    t.to_syn_sent();
+    TcpRepr synack = t.seg(SYN | ACK, -1, 0, 500);
+    synack.opts.mss = 1000;
+    t.recv(synack);
+    t.clear();
+    REQUIRE(t.send(std::string(1000, 'a')) == SendResult::Ok);
+    t.flush();
+    t.expect_sent({{ACK, 0, 0, std::string(500, 'a')}});
+    t.advance(t.tcb->stats().rto);
+    t.expect_sent({{ACK, 0, 0, std::string(500, 'a')}});
+    // The window opens: the rest goes.
+    t.recv(t.seg(ACK, 0, 500, 1000));
+    t.expect_sent({{ACK | PSH, 500, 0, std::string(500, 'a')}});
+}
+
 // ---------------------------------------------------------------------------
 // RFC 6298 retransmission timer
 
